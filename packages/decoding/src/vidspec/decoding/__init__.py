@@ -1,1 +1,56 @@
-"""vidspec.decoding."""
+"""vidspec.decoding: the speculative decoding engine for Video-LLMs (the bottom layer).
+
+The public surface: contracts (:mod:`.types`), model loading (:func:`load_target`), drafters,
+verifiers, and :class:`SpeculativeDecoder`. Heavy imports (transformers, video backends) happen
+lazily, so ``import vidspec.decoding`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vidspec.decoding.types import (
+    Decision,
+    GenerationResult,
+    Proposal,
+    Request,
+    StepRecord,
+    TargetState,
+    Timings,
+    VerifyContext,
+    VerifyOutput,
+    VideoClip,
+)
+
+_LAZY = {
+    "SpeculativeDecoder": "vidspec.decoding.engine",
+    "load_target": "vidspec.decoding.models",
+    "check_compatible": "vidspec.decoding.models",
+    "ModelDrafter": "vidspec.decoding.drafters",
+    "NoDrafter": "vidspec.decoding.drafters",
+    "StrictVerifier": "vidspec.decoding.verifiers.strict",
+    "build_decoder": "vidspec.decoding.methods",
+    "read_video": "vidspec.decoding.video",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from vidspec.decoding.drafters import ModelDrafter, NoDrafter
+    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.models import check_compatible, load_target
+    from vidspec.decoding.verifiers.strict import StrictVerifier
+    from vidspec.decoding.video import read_video
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'vidspec.decoding' has no attribute {name!r}")
+
+
+__all__ = [
+    "Decision", "GenerationResult", "Proposal", "Request", "StepRecord", "TargetState", "Timings",
+    "VerifyContext", "VerifyOutput", "VideoClip", *_LAZY,
+]

@@ -1,0 +1,137 @@
+"""``vidspec generate``: decode one video + prompt with a target, a drafter and a verifier.
+
+Usage::
+
+    vidspec generate --target tiny-qwen2.5-vl --draft tiny-qwen2.5-vl-draft --method sd \\
+        --video clip.mp4 --prompt "Describe the video." --k 4 --max-new-tokens 64 --json
+
+``--json`` prints one JSON object (method, text, token_ids, num_new_tokens, target_passes, tau,
+prefill_s, decode_s, wall_s, ...); otherwise the text is streamed and a one-line summary goes to
+stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from vidspec.decoding.cli import normalize_flags
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.methods import METHODS, build_decoder
+from vidspec.decoding.types import Request
+
+
+def generate(
+    video: str,
+    prompt: str = "Describe the video in detail.",
+    target: str = "tiny-qwen2.5-vl",
+    draft: str | None = None,
+    method: str = "ar",
+    k: int | None = None,
+    max_new_tokens: int = 64,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    max_frames: int | None = None,
+    device: str = "cpu",
+    dtype: str | None = None,
+    lam: float = 0.7,
+    top_n: int = 10,
+    relevance_layer: int | None = None,
+    predicate: str = "always",
+    pst_window: int = 3,
+    protect: bool = True,
+    json_output: bool = False,
+) -> int:
+    """Generate text for one video with the chosen speculative decoding method.
+
+    Args:
+        video: path of the video file (mp4, mkv, ...).
+        prompt: the user's question or instruction.
+        target: target model: hub id, local directory, or a built-in tiny name.
+        draft: draft model for the drafting methods (default: the target's built-in draft for tiny targets).
+        method: one of ar, sd, lvspec, lvspec-pst, fly.
+        k: draft tokens per round (default 4; 15 for fly).
+        max_new_tokens: most tokens to generate.
+        temperature: 0 for greedy; > 0 samples (strict sd stays lossless in distribution).
+        top_p: nucleus sampling mass.
+        seed: RNG seed for sampling.
+        max_frames: frames sampled from the video (default: the model's).
+        device: cpu, cuda, cuda:1, ...
+        dtype: float32, bfloat16 or float16 (default: bf16 on CUDA, fp32 on CPU).
+        lam: LVSpec relaxation ratio λ (share of positions verified loosely; 0 = strict).
+        top_n: LVSpec: visual tokens averaged in the relevance score.
+        relevance_layer: hidden-state layer for relevance (default: the middle layer).
+        predicate: LVSpec loose acceptance predicate: always, topk or prob.
+        pst_window: PST: positions a shifted token may move (lvspec-pst).
+        protect: keep negations, numbers and comparatives strict under loose verification.
+        json_output: print one JSON object instead of streaming text (also --json).
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    if max_new_tokens < 1:
+        raise ConfigError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
+    if temperature < 0:
+        raise ConfigError(f"--temperature must be >= 0, got {temperature}")
+    if not Path(video).exists():
+        # Checked before loading models, so a typo costs nothing.
+        from vidspec.decoding.errors import VideoError
+
+        raise VideoError(f"video file not found: {video}")
+    loose = dict(lam=lam, top_n=top_n, predicate=predicate, pst_window=pst_window, protect=protect)
+    decoder = build_decoder(
+        method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
+        relevance_layer=relevance_layer, temperature=temperature, loose=loose,
+    )
+    t0 = time.perf_counter()
+    clip = decoder.target.read_video(video)
+    video_s = time.perf_counter() - t0
+    request = Request(prompt=prompt, clip=clip)
+    if json_output:
+        result = decoder.generate(request, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                  seed=seed)
+        record = {
+            "method": method,
+            "target": target,
+            "draft": decoder.drafter.name,
+            "k": decoder.k,
+            "text": result.text,
+            "token_ids": list(result.token_ids),
+            "num_new_tokens": result.num_new_tokens,
+            "target_passes": result.target_passes,
+            "tau": result.tau,
+            "loose_accepted": result.loose_accepted,
+            "shift_accepted": result.shift_accepted,
+            "acceptance_by_position": result.acceptance_by_position(),
+            "finish_reason": result.finish_reason,
+            "video_s": video_s,
+            "prefill_s": result.timings.prefill_s,
+            "decode_s": result.timings.decode_s,
+            "wall_s": video_s + result.timings.wall_s,
+            "num_frames": clip.num_frames,
+            "frame_size": list(clip.size),
+        }
+        print(json.dumps(record))
+        return 0
+    t1 = time.perf_counter()
+    for piece in decoder.stream(request, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                seed=seed):
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    print(f"[{method}] {time.perf_counter() - t1 + video_s:.2f}s wall", file=sys.stderr)
+    return 0
+
+
+def generate_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec generate`` (see :func:`generate` for the options)."""
+    from jsonargparse import ArgumentParser
+
+    argv = ["--json_output=true" if a == "--json" else a for a in normalize_flags(argv)]
+    parser = ArgumentParser(prog="vidspec generate", description=generate.__doc__.splitlines()[0],
+                            exit_on_error=True)
+    parser.add_function_arguments(generate, as_positional=False)
+    cfg = parser.parse_args(argv)
+    return generate(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})

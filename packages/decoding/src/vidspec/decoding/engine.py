@@ -1,0 +1,194 @@
+"""The speculative decoding loop (ALGORITHMS.md section 1), written out in one place.
+
+Usage::
+
+    from vidspec.decoding import SpeculativeDecoder, load_target, ModelDrafter, StrictVerifier
+    target = load_target("tiny-qwen2.5-vl")
+    draft = ModelDrafter(load_target("tiny-qwen2.5-vl-draft"))
+    dec = SpeculativeDecoder(target, draft, StrictVerifier(), k=4)
+    result = dec.generate(Request("Describe the video.", clip), max_new_tokens=64)
+    print(result.text, result.tau)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from vidspec.decoding.drafters import NoDrafter
+from vidspec.decoding.types import (
+    Decision,
+    Drafter,
+    GenerationResult,
+    Request,
+    StepRecord,
+    TargetModel,
+    Timings,
+    VerifyContext,
+    Verifier,
+)
+from vidspec.decoding.verifiers.strict import StrictVerifier, sample_token
+
+
+def _sync(device: torch.device) -> None:
+    # Timers must not stop while CUDA kernels are still queued (ALGORITHMS.md section 5).
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+@dataclass
+class _Event:
+    """One chunk of output for :meth:`SpeculativeDecoder.stream`."""
+
+    token_ids: list[int]
+    step: StepRecord | None
+
+
+class SpeculativeDecoder:
+    """Draft K tokens, verify them in one target pass, keep what the verifier accepts.
+
+    Args:
+        target: the model whose output we want.
+        drafter: proposes tokens (:class:`NoDrafter` for plain autoregressive decoding).
+        verifier: decides acceptance (:class:`StrictVerifier` is lossless).
+        k: draft tokens per round (ignored for :class:`NoDrafter`).
+        method: a label carried into results ("ar", "sd", "lvspec", ...).
+    """
+
+    def __init__(self, target: TargetModel, drafter: Drafter | None = None, verifier: Verifier | None = None,
+                 k: int = 4, method: str | None = None):
+        self.target = target
+        self.drafter = drafter or NoDrafter()
+        self.verifier = verifier or StrictVerifier()
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        self.k = 0 if isinstance(self.drafter, NoDrafter) else k
+        self.method = method or ("ar" if self.k == 0 else "sd")
+
+    def _events(self, request: Request, max_new_tokens: int, temperature: float, top_p: float,
+                generator: torch.Generator | None, timings: dict) -> Iterator[_Event]:
+        target, drafter, verifier = self.target, self.drafter, self.verifier
+        device = target.device
+        eos = target.eos_token_ids
+        need_verify = frozenset(drafter.need | verifier.need)
+        need_prefill = need_verify | ({"visual"} if "mid" in verifier.need else frozenset())
+
+        _sync(device)
+        t0 = time.perf_counter()
+        state = target.prefill(request, need_prefill)
+        first = sample_token(state.first_logits, temperature, top_p, generator)
+        _sync(device)
+        t1 = time.perf_counter()
+        timings["prefill_s"] = t1 - t0
+        yield _Event([first], None)
+        emitted = 1
+        if first in eos or emitted >= max_new_tokens:
+            timings["finish"] = "eos" if first in eos else "length"
+            timings["decode_s"] = 0.0
+            return
+
+        drafter.begin(target, state, first)
+        ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
+        x_last = first
+        while True:
+            remaining = max_new_tokens - emitted
+            # A round emits at most k + 1 tokens; never draft past the token budget.
+            k = min(self.k, remaining - 1)
+            ts = time.perf_counter()
+            proposal = drafter.propose(k) if k > 0 else drafter.propose(0)
+            _sync(device)
+            tv = time.perf_counter()
+            out = target.verify(state, [x_last, *proposal.tokens], need_verify)
+            decision: Decision = verifier.verify(proposal, out, ctx)
+            n = decision.n_accepted
+            # The cache covers x_last + d_1..d_K; keep x_last + d_1..d_n (next_token is not in it).
+            target.rollback(state, state.length - len(proposal.tokens) + n)
+            drafter.commit(n, decision.next_token, out)
+            _sync(device)
+            te = time.perf_counter()
+            new = [*proposal.tokens[:n], decision.next_token]
+            stop = None
+            for i, t in enumerate(new):
+                if t in eos:
+                    new, stop = new[: i + 1], "eos"
+                    break
+            if stop is None and emitted + len(new) >= max_new_tokens:
+                new, stop = new[: max_new_tokens - emitted], "length"
+            kinds = decision.kinds[: len(new)]
+            step = StepRecord(
+                drafted=len(proposal.tokens),
+                accepted=n,
+                emitted=len(new),
+                loose_accepted=sum(k_ == "loose" for k_ in kinds),
+                shift_accepted=sum(k_ == "shift" for k_ in kinds),
+                draft_s=tv - ts,
+                verify_s=te - tv,
+            )
+            emitted += len(new)
+            x_last = decision.next_token
+            yield _Event(new, step)
+            if stop is not None:
+                timings["finish"] = stop
+                timings["decode_s"] = time.perf_counter() - t1
+                return
+
+    @torch.inference_mode()
+    def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None) -> GenerationResult:
+        """Decode one request to the end.
+
+        Args:
+            request: video + prompt.
+            max_new_tokens: hard cap on emitted tokens (the first, from prefill, included).
+            temperature: 0 for greedy; > 0 samples (strict verification stays lossless in
+                distribution).
+            top_p: nucleus mass when sampling.
+            seed: seeds the sampling RNG.
+        """
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        generator = None
+        if temperature > 0:
+            generator = torch.Generator(device="cpu")
+            generator.manual_seed(0 if seed is None else seed)
+            if hasattr(self.drafter, "generator") and getattr(self.drafter, "temperature", 0) > 0:
+                self.drafter.generator = generator
+        timings: dict = {}
+        t0 = time.perf_counter()
+        tokens: list[int] = []
+        steps: list[StepRecord] = []
+        for ev in self._events(request, max_new_tokens, temperature, top_p, generator, timings):
+            tokens.extend(ev.token_ids)
+            if ev.step is not None:
+                steps.append(ev.step)
+        wall = time.perf_counter() - t0
+        return GenerationResult(
+            method=self.method,
+            text=self.target.decode(tokens),
+            token_ids=tuple(tokens),
+            steps=tuple(steps),
+            timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"], wall_s=wall),
+            finish_reason=timings["finish"],
+        )
+
+    @torch.inference_mode()
+    def stream(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+               seed: int | None = None) -> Iterator[str]:
+        """Yield text pieces as rounds finish (decoded incrementally, so multi-byte text stays whole)."""
+        generator = None
+        if temperature > 0:
+            generator = torch.Generator(device="cpu")
+            generator.manual_seed(0 if seed is None else seed)
+        tokens: list[int] = []
+        shown = ""
+        for ev in self._events(request, max_new_tokens, temperature, top_p, generator, {}):
+            tokens.extend(ev.token_ids)
+            text = self.target.decode(tokens)
+            if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
+                continue
+            if len(text) > len(shown):
+                yield text[len(shown):]
+                shown = text

@@ -1,0 +1,84 @@
+"""Method names (``--method``) to decoders: which drafter, which verifier, which K.
+
+=====================  ===========================  ==========================  ====
+method                 drafter                      verifier                    K
+=====================  ===========================  ==========================  ====
+ar                     none                         strict                      0
+sd                     draft VLM (ModelDrafter)     strict (lossless)           4
+lvspec                 draft VLM                    LVSpec                      4
+lvspec-pst             draft VLM                    LVSpec + PST                4
+fly                    draft VLM                    FLy                         15
+=====================  ===========================  ==========================  ====
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vidspec.decoding.drafters import ModelDrafter, NoDrafter
+from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.errors import ConfigError, ModelError
+from vidspec.decoding.models import check_compatible, load_target
+from vidspec.decoding.models.tiny import TINY_MODELS
+from vidspec.decoding.verifiers.strict import StrictVerifier
+
+METHODS: tuple[str, ...] = ("ar", "sd", "lvspec", "lvspec-pst", "fly")
+LOOSE_METHODS = ("lvspec", "lvspec-pst", "fly")
+DEFAULT_K = 4
+
+
+def default_draft(target: str) -> str | None:
+    """The built-in draft of a built-in tiny target, else None."""
+    name = f"{target}-draft"
+    return name if name in TINY_MODELS else None
+
+
+def build_verifier_for(method: str, target, loose: dict[str, Any] | None):
+    """The verifier of ``method`` for ``target`` (loose options ignored by strict methods)."""
+    if method in ("ar", "sd"):
+        return StrictVerifier()
+    from vidspec.decoding.verifiers.registry import build_verifier
+
+    return build_verifier(method, tokenizer=target.tokenizer, **(loose or {}))
+
+
+def build_decoder(
+    method: str,
+    *,
+    target: str | Any,
+    draft: str | Any | None = None,
+    k: int | None = None,
+    device: str = "cpu",
+    dtype: str | None = None,
+    max_frames: int | None = None,
+    relevance_layer: int | None = None,
+    temperature: float = 0.0,
+    loose: dict[str, Any] | None = None,
+) -> SpeculativeDecoder:
+    """Load models (or take loaded adapters) and assemble the decoder for ``method``.
+
+    Raises:
+        ConfigError: unknown method, missing draft, bad K.
+        ModelError: models that cannot be loaded or do not fit together.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    tgt = target if not isinstance(target, str) else load_target(
+        target, device=device, dtype=dtype, max_frames=max_frames, relevance_layer=relevance_layer)
+    if method == "ar":
+        return SpeculativeDecoder(tgt, NoDrafter(), StrictVerifier(), k=0, method="ar")
+    verifier = build_verifier_for(method, tgt, loose)
+    if k is None:
+        k = getattr(verifier, "default_k", DEFAULT_K)
+    if k < 1:
+        raise ConfigError(f"--k must be >= 1 for method {method}, got {k}")
+    if draft is None:
+        draft = default_draft(tgt.name)
+        if draft is None:
+            raise ConfigError(f"method {method} needs --draft (a smaller model of the same family as {tgt.name})")
+    dm = draft if not isinstance(draft, str) else load_target(draft, device=device, dtype=dtype, max_frames=max_frames)
+    if dm.family != tgt.family:
+        raise ModelError(f"draft {dm.name!r} is a {dm.family} model but target {tgt.name!r} is {tgt.family}")
+    check_compatible(tgt, dm)
+    drafter = ModelDrafter(dm, temperature=temperature)
+    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)

@@ -1,0 +1,154 @@
+"""Model loading: hub ids, local directories and the built-in tiny models, by family registry.
+
+``load_target(name)`` accepts
+
+- a built-in tiny name (``tiny-qwen2.5-vl``, ``tiny-llava-ov`` and their ``-draft`` variants),
+- a local directory in Hugging Face format (``config.json`` + weights + tokenizer), e.g. a
+  ``vidspec export`` release or a downloaded checkpoint,
+- a hub id such as ``Qwen/Qwen2.5-VL-7B-Instruct`` or ``llava-hf/llava-onevision-qwen2-7b-ov-hf``.
+
+The family is taken from ``config.model_type``; new families register in :data:`FAMILIES`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import torch
+
+from vidspec.decoding.errors import ModelError
+from vidspec.decoding.models.base import HFVideoTarget, crop_cache
+from vidspec.decoding.models.llava_onevision import LlavaOnevisionTarget
+from vidspec.decoding.models.qwen2_5_vl import Qwen2_5_VLTarget
+from vidspec.decoding.models.tiny import TINY_MODELS, build_tiny_model
+
+log = logging.getLogger(__name__)
+
+#: model_type in config.json -> (adapter class, HF class name in transformers)
+FAMILIES: dict[str, tuple[type[HFVideoTarget], str]] = {
+    "qwen2_5_vl": (Qwen2_5_VLTarget, "Qwen2_5_VLForConditionalGeneration"),
+    "llava_onevision": (LlavaOnevisionTarget, "LlavaOnevisionForConditionalGeneration"),
+}
+
+#: Adapter options for the tiny models: small frames keep CPU runs fast.
+TINY_OPTIONS = {
+    "qwen2.5-vl": {"min_pixels": 56 * 56, "max_pixels": 112 * 112},
+    "llava-ov": {},
+}
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype in (None, "auto"):
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    try:
+        return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+                "float16": torch.float16, "fp16": torch.float16}[dtype]
+    except KeyError:
+        raise ModelError(f"unknown dtype {dtype!r} (use float32, bfloat16 or float16)") from None
+
+
+def _adapter_for(model, tokenizer, name: str, options: dict) -> HFVideoTarget:
+    model_type = model.config.model_type
+    if model_type not in FAMILIES:
+        raise ModelError(f"{name}: model type {model_type!r} is not a supported Video-LLM (supported: {', '.join(FAMILIES)})")
+    cls, _ = FAMILIES[model_type]
+    return cls(model, tokenizer, name, **options)
+
+
+def load_target(
+    name: str,
+    *,
+    device: str = "cpu",
+    dtype: str | torch.dtype | None = None,
+    relevance_layer: int | None = None,
+    max_frames: int | None = None,
+    **options,
+) -> HFVideoTarget:
+    """Load a Video-LLM and wrap it in its family's adapter.
+
+    Args:
+        name: tiny name, local directory, or hub id.
+        device: "cpu", "cuda", "cuda:1", ...
+        dtype: "float32", "bfloat16", ... (default: bfloat16 on CUDA, float32 on CPU).
+        relevance_layer: hidden-state index for visual relevance (default: the middle layer).
+        max_frames: frames sampled per video (default 8 for tiny models, 16 otherwise).
+        **options: family adapter options (e.g. ``max_pixels`` for Qwen2.5-VL).
+
+    Raises:
+        ModelError: unknown name, unreadable directory, unsupported family, offline hub.
+    """
+    torch_dtype = _resolve_dtype(dtype, device)
+    common = {"relevance_layer": relevance_layer}
+    if name in TINY_MODELS:
+        model, tokenizer = build_tiny_model(name)
+        opts = {**TINY_OPTIONS[TINY_MODELS[name].family], **options, **common, "max_frames": max_frames or 8}
+        model = model.to(device=device, dtype=torch_dtype)
+        return _adapter_for(model, tokenizer, name, opts)
+
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelError(f"{name}: not a model directory (no config.json)")
+        source = str(path)
+        try:
+            saved = json.loads((path / "vidspec.json").read_text()) if (path / "vidspec.json").is_file() else {}
+        except json.JSONDecodeError as e:
+            raise ModelError(f"{name}/vidspec.json is not valid JSON: {e}") from None
+        options = {**saved.get("adapter_options", {}), **options}
+    elif _HUB_ID.match(name):
+        source = name
+    else:
+        known = ", ".join(sorted(TINY_MODELS))
+        raise ModelError(f"unknown model {name!r}: not a built-in name ({known}), a directory, or a hub id (org/name)")
+
+    from transformers import AutoConfig, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except OSError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"cannot load model config for {name!r}: {first}") from None
+    except ValueError as e:
+        raise ModelError(f"{name}: unrecognised model config ({e})") from None
+    if config.model_type not in FAMILIES:
+        raise ModelError(f"{name}: model type {config.model_type!r} is not a supported Video-LLM (supported: {', '.join(FAMILIES)})")
+    import transformers
+
+    hf_cls = getattr(transformers, FAMILIES[config.model_type][1])
+    try:
+        model = hf_cls.from_pretrained(source, dtype=torch_dtype)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"cannot load model {name!r}: {first}") from None
+    model = model.to(device).eval()
+    opts = {**options, **common, "max_frames": max_frames or 16}
+    return _adapter_for(model, tokenizer, name, opts)
+
+
+def check_compatible(target: HFVideoTarget, draft: HFVideoTarget) -> None:
+    """Refuse a draft whose vocabulary differs from the target's (tokens would mean other things).
+
+    Raises:
+        ModelError: naming both models and the difference.
+    """
+    tv, dv = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
+    if target.vocab_size != draft.vocab_size or tv != dv:
+        only_t = len(set(tv) - set(dv))
+        only_d = len(set(dv) - set(tv))
+        raise ModelError(
+            f"draft {draft.name!r} does not share the vocabulary of target {target.name!r} "
+            f"(output sizes {draft.vocab_size} vs {target.vocab_size}; {only_d} draft-only and {only_t} "
+            f"target-only tokens)"
+        )
+
+
+__all__ = ["FAMILIES", "HFVideoTarget", "Qwen2_5_VLTarget", "LlavaOnevisionTarget", "load_target",
+           "check_compatible", "crop_cache"]

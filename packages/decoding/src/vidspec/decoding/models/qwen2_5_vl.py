@@ -1,0 +1,115 @@
+"""Qwen2.5-VL as a vidspec target: ChatML prompt, patchified video pixels, M-RoPE positions."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from vidspec.decoding.models.base import DEFAULT_SYSTEM, HFVideoTarget, VisualInputs
+from vidspec.decoding.types import Request, TargetState, VideoClip
+
+# CLIP normalisation constants used by the Qwen2-VL family's processors.
+CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def patchify(frames: np.ndarray, patch_size: int, temporal_patch_size: int, merge_size: int) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """Normalise and cut frames into the flattened patches Qwen2.5-VL's vision tower reads.
+
+    The layout follows the Qwen2-VL processors: frames are padded to a multiple of the temporal
+    patch by repeating the last one, and patches are ordered so that each ``merge_size x
+    merge_size`` block of neighbouring patches is contiguous (the vision tower merges them).
+
+    Args:
+        frames: ``(T, H, W, 3) uint8`` with H, W multiples of ``patch_size * merge_size``.
+
+    Returns:
+        ``(grid_t * grid_h * grid_w, 3 * temporal_patch_size * patch_size**2) float32`` patches and
+        the grid ``(grid_t, grid_h, grid_w)``.
+    """
+    x = frames.astype(np.float32) / 255.0
+    x = (x - np.asarray(CLIP_MEAN, np.float32)) / np.asarray(CLIP_STD, np.float32)
+    x = x.transpose(0, 3, 1, 2)  # (T, C, H, W)
+    t = x.shape[0]
+    if t % temporal_patch_size:
+        pad = temporal_patch_size - t % temporal_patch_size
+        x = np.concatenate([x, np.repeat(x[-1:], pad, axis=0)], axis=0)
+    t, c, h, w = x.shape
+    gt, gh, gw = t // temporal_patch_size, h // patch_size, w // patch_size
+    x = x.reshape(gt, temporal_patch_size, c, gh // merge_size, merge_size, patch_size, gw // merge_size, merge_size, patch_size)
+    x = x.transpose(0, 3, 6, 4, 7, 2, 1, 5, 8)
+    flat = x.reshape(gt * gh * gw, c * temporal_patch_size * patch_size * patch_size)
+    return torch.from_numpy(np.ascontiguousarray(flat)), (gt, gh, gw)
+
+
+class Qwen2_5_VLTarget(HFVideoTarget):
+    """Adapter for ``Qwen2_5_VLForConditionalGeneration``.
+
+    Args:
+        min_pixels / max_pixels: per-frame pixel budget; frames are resized to multiples of 28
+            within it (``smart_resize``), as Qwen's video processor does.
+        Other arguments: see :class:`HFVideoTarget`.
+    """
+
+    family = "qwen2.5-vl"
+    video_token = "<|video_pad|>"
+
+    def __init__(self, model, tokenizer, name: str, *, min_pixels: int = 128 * 28 * 28,
+                 max_pixels: int = 768 * 28 * 28, **kw):
+        super().__init__(model, tokenizer, name, **kw)
+        vc = model.config.vision_config
+        self.patch_size = vc.patch_size
+        self.temporal_patch_size = vc.temporal_patch_size
+        self.merge_size = vc.spatial_merge_size
+        self.min_pixels = min_pixels
+        self.max_pixels = max_pixels
+        # Read at up to 4x the budget so resizing still has detail to work with.
+        self.max_read_pixels = 4 * max_pixels
+
+    def prompt_parts(self, request: Request) -> tuple[str, str]:
+        system = DEFAULT_SYSTEM if request.system is None else request.system
+        head = f"<|im_start|>system\n{system}<|im_end|>\n" if system else ""
+        head += "<|im_start|>user\n"
+        if request.clip is not None:
+            head += "<|vision_start|>"
+            tail = "<|vision_end|>"
+        else:
+            tail = ""
+        tail += f"{request.prompt}<|im_end|>\n<|im_start|>assistant\n"
+        return head, tail
+
+    def visual_inputs(self, clip: VideoClip) -> VisualInputs:
+        from vidspec.decoding.video import resize_frames, smart_resize
+
+        h, w = clip.size
+        factor = self.patch_size * self.merge_size
+        rh, rw = smart_resize(h, w, factor=factor, min_pixels=self.min_pixels, max_pixels=self.max_pixels)
+        frames = clip.frames if (rh, rw) == (h, w) else resize_frames(clip.frames, (rh, rw))
+        pixels, grid = patchify(frames, self.patch_size, self.temporal_patch_size, self.merge_size)
+        dtype = self.model.model.visual.dtype if hasattr(self.model.model.visual, "dtype") else torch.float32
+        grid_thw = torch.tensor([grid], dtype=torch.long, device=self.device)
+        fps = clip.fps if clip.fps > 0 else 2.0
+        return VisualInputs(
+            num_tokens=grid[0] * grid[1] * grid[2] // self.merge_size**2,
+            tensors={"pixel_values_videos": pixels.to(self.device, dtype), "video_grid_thw": grid_thw},
+            extra={"video_grid_thw": grid_thw, "second_per_grid_ts": torch.tensor([self.temporal_patch_size / fps])},
+        )
+
+    def prefill_positions(self, input_ids: torch.Tensor, visual: VisualInputs | None):
+        n = input_ids.shape[1]
+        if visual is None:
+            pos = torch.arange(n, device=input_ids.device).view(1, 1, -1).expand(3, 1, -1)
+            return pos, 0
+        mm = (input_ids == self.video_token_id).to(torch.int32) * 2  # 0 text, 2 video
+        pos, deltas = self.model.model.get_rope_index(
+            input_ids,
+            mm_token_type_ids=mm,
+            video_grid_thw=visual.extra["video_grid_thw"],
+            second_per_grid_ts=visual.extra["second_per_grid_ts"],
+        )
+        return pos, int(deltas.flatten()[0])
+
+    def step_positions(self, state: TargetState, n: int) -> torch.Tensor:
+        start = state.length + state.extra["offset"]
+        pos = torch.arange(start, start + n, device=self.device)
+        return pos.view(1, 1, -1).expand(3, 1, -1)
