@@ -192,3 +192,6 @@ class SpeculativeDecoder:
             if len(text) > len(shown):
                 yield text[len(shown):]
                 shown = text
+        final = self.target.decode(tokens)
+        if len(final) > len(shown):  # flush a trailing partial character at the end
+            yield final[len(shown):]

@@ -1,0 +1,166 @@
+"""Scripted stand-ins for targets and drafters, for exact tests of the decoding loop.
+
+A :class:`ScriptedTarget` is a language model over a tiny vocabulary whose next-token logits are
+a pure function of the sequence so far, so the "right answer" of every test is computable by
+hand. A :class:`ScriptedDrafter` proposes from a table or a function. Together they make the
+always / never / partial-accept cases exact (STYLE.md, decoding tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from vidspec.decoding.types import Proposal, Request, TargetState, VerifyOutput
+
+LogitFn = Callable[[Sequence[int]], torch.Tensor]
+
+
+def sequence_logits(script: Sequence[int], vocab: int, eos: int | None = None) -> LogitFn:
+    """Logits that make greedy decoding emit ``script`` (then ``eos`` or the last token forever)."""
+
+    def fn(seq: Sequence[int]) -> torch.Tensor:
+        i = len(seq)
+        tok = script[i] if i < len(script) else (eos if eos is not None else script[-1])
+        out = torch.full((vocab,), -10.0)
+        out[tok] = 10.0
+        return out
+
+    return fn
+
+
+class _Tok:
+    """The minimum tokenizer surface verifiers ask for: ids as text and back."""
+
+    def __init__(self, vocab: int):
+        self.vocab = vocab
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return " ".join(f"t{i}" for i in ids)
+
+    def convert_ids_to_tokens(self, ids):
+        return [f"t{i}" for i in ids]
+
+    def get_vocab(self) -> dict[str, int]:
+        return {f"t{i}": i for i in range(self.vocab)}
+
+    def __len__(self) -> int:
+        return self.vocab
+
+
+class ScriptedTarget:
+    """A :class:`~vidspec.decoding.types.TargetModel` whose logits come from ``logit_fn(generated)``.
+
+    The "cache" is the list of generated tokens fed so far, so rollback is exact and cheap. It
+    counts verify calls and the tokens each call saw, for assertions.
+
+    Args:
+        logit_fn: maps the generated tokens so far (after the prompt) to ``(V,)`` logits.
+        vocab: vocabulary size.
+        eos: the end-of-sequence id (or None).
+        hidden: size of the fake hidden states returned when asked (their values are the
+            one-hot of the input token, so tests can check which positions they come from).
+    """
+
+    family = "scripted"
+
+    def __init__(self, logit_fn: LogitFn, vocab: int = 8, eos: int | None = None, hidden: int = 4):
+        self.logit_fn = logit_fn
+        self.vocab_size = vocab
+        self.eos_token_ids = frozenset([eos]) if eos is not None else frozenset()
+        self.tokenizer = _Tok(vocab)
+        self.model = torch.nn.Linear(1, 1)
+        self.hidden = hidden
+        self.name = "scripted"
+        self.calls: list[list[int]] = []
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cpu")
+
+    def prefill(self, request: Request, need: frozenset[str] = frozenset()) -> TargetState:
+        return TargetState(request=request, prompt_ids=torch.zeros(1, dtype=torch.long), cache=[], length=1,
+                           first_logits=self.logit_fn([]).float())
+
+    def verify(self, state: TargetState, tokens: list[int], need: frozenset[str] = frozenset()) -> VerifyOutput:
+        self.calls.append(list(tokens))
+        seq: list[int] = state.cache
+        rows = []
+        for t in tokens:
+            seq.append(t)
+            rows.append(self.logit_fn(seq))
+        state.length += len(tokens)
+        hid = torch.nn.functional.one_hot(torch.tensor(tokens) % self.hidden, self.hidden).float()
+        return VerifyOutput(
+            logits=torch.stack(rows).float(),
+            hidden_last=hid if "last" in need else None,
+            hidden_penult=hid if "penult" in need else None,
+            hidden_mid=hid if "mid" in need else None,
+        )
+
+    def rollback(self, state: TargetState, length: int) -> None:
+        del state.cache[length - 1:]
+        state.length = length
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.tokenizer.decode(token_ids)
+
+
+class ScriptedDrafter:
+    """Proposes ``propose_fn(committed_tokens, k)``; optionally with draft distributions.
+
+    Args:
+        propose_fn: maps the committed tokens (first token included) and k to a list of drafts.
+        probs_fn: maps the same to ``(k, V)`` draft distributions (for sampling tests), or None.
+    """
+
+    name = "scripted"
+    need: frozenset[str] = frozenset()
+
+    def __init__(self, propose_fn: Callable[[list[int], int], list[int]],
+                 probs_fn: Callable[[list[int], int], torch.Tensor] | None = None):
+        self.propose_fn = propose_fn
+        self.probs_fn = probs_fn
+        self.committed: list[int] = []
+        self._draft: list[int] = []
+        self.proposals: list[list[int]] = []
+
+    def begin(self, target, state: TargetState, first_token: int) -> None:
+        self.committed = [first_token]
+
+    def propose(self, k: int) -> Proposal:
+        if k <= 0:
+            self._draft = []
+            return Proposal(())
+        if self.probs_fn is not None:
+            probs = self.probs_fn(self.committed, k)
+            draft = [int(torch.multinomial(probs[i], 1)) for i in range(k)]
+            self._draft = draft
+            self.proposals.append(draft)
+            return Proposal(tuple(draft), probs)
+        draft = list(self.propose_fn(self.committed, k))[:k]
+        self._draft = draft
+        self.proposals.append(draft)
+        return Proposal(tuple(draft))
+
+    def commit(self, n_accepted: int, next_token: int, out: VerifyOutput) -> None:
+        self.committed += self._draft[:n_accepted] + [next_token]
+
+
+def oracle_drafter(script: Sequence[int], wrong_at: Callable[[int], bool] = lambda i: False,
+                   vocab: int = 8) -> ScriptedDrafter:
+    """Drafts the true continuation of ``script``, except at absolute positions where ``wrong_at``.
+
+    A wrong draft is ``(true + 1) % vocab``.
+    """
+
+    def fn(committed: list[int], k: int) -> list[int]:
+        start = len(committed)
+        out = []
+        for i in range(start, start + k):
+            true = script[i] if i < len(script) else script[-1]
+            out.append((true + 1) % vocab if wrong_at(i) else true)
+        return out
+
+    return ScriptedDrafter(fn)

@@ -1,0 +1,38 @@
+"""Shared fixtures: tiny models are built once per session (they are seeded, so identical)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """A cache of loaded tiny models by name."""
+    from vidspec.decoding.models import load_target
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = load_target(name)
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def clip():
+    """An 8-frame in-memory clip of noise with a moving bright square (56 x 84, not square)."""
+    from vidspec.decoding.types import VideoClip
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 80, (8, 56, 84, 3), dtype=np.uint8)
+    for t in range(8):
+        frames[t, 10:30, 5 + 6 * t: 25 + 6 * t] = (250, 40, 40)
+    return VideoClip(frames=frames, fps=4.0, source="memory", timestamps=tuple(t / 4 for t in range(8)))
