@@ -51,6 +51,22 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Decision", "GenerationResult", "Proposal", "Request", "StepRecord", "TargetState", "Timings",
-    "VerifyContext", "VerifyOutput", "VideoClip", *_LAZY,
+    "Decision",
+    "GenerationResult",
+    "ModelDrafter",
+    "NoDrafter",
+    "Proposal",
+    "Request",
+    "SpeculativeDecoder",
+    "StepRecord",
+    "StrictVerifier",
+    "TargetState",
+    "Timings",
+    "VerifyContext",
+    "VerifyOutput",
+    "VideoClip",
+    "build_decoder",
+    "check_compatible",
+    "load_target",
+    "read_video",
 ]

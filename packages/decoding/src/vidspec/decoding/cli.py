@@ -47,6 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         debug = True
         argv.pop(0)
     debug = debug or os.environ.get("VIDSPEC_DEBUG") == "1"
+    if "--debug" in argv[1:]:  # also accepted after the command name
+        argv.remove("--debug")
+        debug = True
+    if debug:
+        os.environ["VIDSPEC_DEBUG"] = "1"  # libraries below may show native logs too
+    else:
+        # Weight-loading progress bars of transformers/huggingface_hub are noise for a CLI user.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -58,9 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     if name not in commands:
         print(f"vidspec: error: unknown command {name!r} (known: {', '.join(sorted(commands))})", file=sys.stderr)
         return 2
-    if "--debug" in rest:  # also accepted after the command name
-        rest.remove("--debug")
-        debug = True
     try:
         fn = commands[name].load()
         code = fn(rest)

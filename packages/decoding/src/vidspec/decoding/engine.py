@@ -27,8 +27,8 @@ from vidspec.decoding.types import (
     StepRecord,
     TargetModel,
     Timings,
-    VerifyContext,
     Verifier,
+    VerifyContext,
 )
 from vidspec.decoding.verifiers.strict import StrictVerifier, sample_token
 

