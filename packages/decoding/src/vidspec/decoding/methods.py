@@ -25,6 +25,11 @@ from vidspec.decoding.verifiers.strict import StrictVerifier
 METHODS: tuple[str, ...] = ("ar", "sd", "lvspec", "lvspec-pst", "fly")
 LOOSE_METHODS = ("lvspec", "lvspec-pst", "fly")
 DEFAULT_K = 4
+#: [choice] lvspec-pst lets PST act on the lowest 90% of relevance scores: with the default
+#: ``always`` predicate the lowest λ (70%) are accepted anyway, so PST works in the band between
+#: and the most visual 10% of positions stay strict (ALGORITHMS.md section 2, PST).
+DEFAULT_PST_LAM = 0.9
+FLY_OPTIONS = frozenset({"theta", "window", "top"})
 
 
 def default_draft(target: str) -> str | None:
@@ -39,7 +44,18 @@ def build_verifier_for(method: str, target, loose: dict[str, Any] | None):
         return StrictVerifier()
     from vidspec.decoding.verifiers.registry import build_verifier
 
-    return build_verifier(method, tokenizer=target.tokenizer, **(loose or {}))
+    opts = dict(loose or {})
+    if method == "fly":
+        # FLy is text-only and has its own knobs; the LVSpec flags do not apply to it.
+        opts = {k: v for k, v in opts.items() if k in FLY_OPTIONS}
+        return build_verifier(method, **opts)
+    opts = {k: v for k, v in opts.items() if k not in FLY_OPTIONS}
+    if method == "lvspec":
+        opts.pop("pst_window", None)
+        opts.pop("pst_lam", None)
+    elif opts.get("pst_lam") is None:
+        opts["pst_lam"] = max(opts.get("lam", 0.7) or 0.0, DEFAULT_PST_LAM)
+    return build_verifier(method, tokenizer=target.tokenizer, **opts)
 
 
 def build_decoder(

@@ -20,7 +20,6 @@ Usage::
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -101,8 +100,7 @@ class CosineTopNScorer:
     ``state.visual_hidden`` cached at prefill from the same layer. One ``(K+1, d) @ (d, L_vis)``
     product per round, on the target's device. Without a video every score is 0.
 
-    The normalised visual matrix is cached for as long as the same ``visual_hidden`` tensor is
-    alive and unmodified (normalising 25k x d every round would cost more than the product).
+    The normalised visual matrix is computed once per request and kept in ``state.extra``.
     """
 
     name = "cosine"
@@ -110,21 +108,19 @@ class CosineTopNScorer:
 
     def __init__(self, config: CosineTopNConfig | None = None) -> None:
         self.config = config or CosineTopNConfig()
-        self._vis_ref: weakref.ref[torch.Tensor] | None = None
-        self._vis_version = -1
-        self._vis_norm: torch.Tensor | None = None
 
-    def _normalised_visual(self, v: torch.Tensor, device: torch.device) -> torch.Tensor:
-        # weakref identity, not data_ptr: a later request may reuse the same allocation.
-        cached = self._vis_ref() if self._vis_ref is not None else None
-        if cached is not v or self._vis_version != v._version or self._vis_norm is None:
-            # normalise in float32 for accuracy, keep the model's dtype for the product's speed
+    @staticmethod
+    def _normalised_visual(state: TargetState, device: torch.device) -> torch.Tensor:
+        # Normalised once per request and kept on the state: the visual states never change
+        # after prefill, and normalising 25k x d every round would cost more than the product.
+        cached = state.extra.get("cosine_visual_norm")
+        if cached is None:
+            v = state.visual_hidden
+            assert v is not None
             norm = F.normalize(v.to(device=device, dtype=torch.float32), dim=-1)
-            self._vis_norm = norm.to(v.dtype if v.dtype.is_floating_point else torch.float32)
-            self._vis_ref = weakref.ref(v)
-            self._vis_version = v._version
-        assert self._vis_norm is not None
-        return self._vis_norm.to(device)
+            cached = norm.to(v.dtype if v.dtype.is_floating_point else torch.float32)
+            state.extra["cosine_visual_norm"] = cached
+        return cached.to(device)
 
     def score(self, out: VerifyOutput, state: TargetState) -> torch.Tensor:
         """Cosine top-N relevance of each row.
@@ -140,7 +136,7 @@ class CosineTopNScorer:
             return _zeros(out)
         h = _require(out.hidden_mid, "hidden_mid", NEED_MID)
         assert state.visual_hidden is not None
-        vis = self._normalised_visual(state.visual_hidden, h.device)
+        vis = self._normalised_visual(state, h.device)
         hn = F.normalize(h.float(), dim=-1).to(vis.dtype)
         sim = hn @ vis.T  # (K+1, L_vis)
         n = min(self.config.top_n, vis.shape[0])
