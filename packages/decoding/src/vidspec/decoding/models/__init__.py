@@ -4,7 +4,8 @@
 
 - a built-in tiny name (``tiny-qwen2.5-vl``, ``tiny-llava-ov`` and their ``-draft`` variants),
 - a local directory in Hugging Face format (``config.json`` + weights + tokenizer), e.g. a
-  ``vidspec export`` release or a downloaded checkpoint,
+  ``vidspec export`` release or a downloaded checkpoint; an optional ``vidspec.json`` there holds
+  ``{"adapter_options": {...}, "max_frames": N}`` (e.g. the pixel budget the model was trained at),
 - a hub id such as ``Qwen/Qwen2.5-VL-7B-Instruct`` or ``llava-hf/llava-onevision-qwen2-7b-ov-hf``.
 
 The family is taken from ``config.model_type``; new families register in :data:`FAMILIES`.
@@ -102,6 +103,7 @@ def load_target(
         except json.JSONDecodeError as e:
             raise ModelError(f"{name}/vidspec.json is not valid JSON: {e}") from None
         options = {**saved.get("adapter_options", {}), **options}
+        max_frames = max_frames or saved.get("max_frames")
     elif _HUB_ID.match(name):
         source = name
     else:
