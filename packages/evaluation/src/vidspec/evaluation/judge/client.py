@@ -1,0 +1,409 @@
+"""A GPT judge over any OpenAI-compatible chat-completions endpoint.
+
+Usage::
+
+    from vidspec.evaluation.judge import GPTJudge, JudgeConfig
+
+    # base URL, model and key from VIDSPEC_JUDGE_BASE_URL (or OPENAI_BASE_URL),
+    # VIDSPEC_JUDGE_MODEL and OPENAI_API_KEY; any argument overrides its variable.
+    judge = GPTJudge(JudgeConfig.from_env(), cache="out/judge_cache.jsonl")
+    verdict = judge.judge(question, answer=prediction, reference=ground_truth)
+    verdict.score   # 0-5, or None with verdict.status == "unparsable"
+
+The API key is held in a :class:`Secret`: it goes into the ``Authorization`` header and nowhere
+else. It is not in any ``repr``, log line, error message, cache record or ``dataclasses.asdict``
+output that can be serialised.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+import requests
+
+from vidspec.decoding.errors import VidspecError
+from vidspec.evaluation.judge.cache import JudgeCache, verdict_key
+from vidspec.evaluation.judge.prompt import PROMPT_VERSION, build_messages, parse_score
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: lmms-eval's current default judge model; other models give other absolute scores.
+DEFAULT_MODEL = "gpt-4o-2024-11-20"
+
+ENV_BASE_URL = ("VIDSPEC_JUDGE_BASE_URL", "OPENAI_BASE_URL")
+ENV_MODEL = "VIDSPEC_JUDGE_MODEL"
+ENV_API_KEY = "OPENAI_API_KEY"
+
+#: How much of a reply or error body is kept; enough to see what went wrong.
+_SNIPPET = 300
+
+
+class JudgeError(VidspecError):
+    """The judge endpoint could not be used: it kept failing after retries, or refused the request.
+
+    Attributes:
+        endpoint: the URL that was called.
+        status: the last HTTP status, or ``None`` when no response came (timeout, connection).
+        attempts: how many requests were made.
+    """
+
+    def __init__(self, message: str, *, endpoint: str, status: int | None, attempts: int) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+        self.status = status
+        self.attempts = attempts
+
+
+class Secret:
+    """A string that never shows itself: ``repr``/``str`` print ``***``; :meth:`reveal` returns it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """The secret value, for the one place that needs it (the HTTP header)."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    def __str__(self) -> str:
+        return "***"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __reduce__(self) -> Any:
+        # Pickling would write the key into whatever file holds the pickle.
+        raise TypeError("a Secret cannot be pickled")
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """Where and how to call the judge.
+
+    Attributes:
+        base_url: the API root, e.g. ``https://api.openai.com/v1``; ``/chat/completions`` is
+            appended unless the URL already ends with it.
+        model: the judge model name sent in each request (also part of every cache key).
+        api_key: bearer token; a ``str`` is wrapped in a :class:`Secret`. ``None`` sends no
+            ``Authorization`` header (local servers).
+        timeout_s: seconds to wait for one response before the attempt counts as timed out.
+        max_attempts: requests made at most for one verdict (1 = no retry).
+        backoff_base_s: delay before the second attempt; doubles for each further attempt.
+        backoff_max_s: upper bound of the exponential delay.
+        max_retry_after_s: upper bound on a server's ``Retry-After``, which otherwise replaces
+            the exponential delay.
+        max_tokens: reply length limit; the reply is a small JSON object.
+    """
+
+    base_url: str = DEFAULT_BASE_URL
+    model: str = DEFAULT_MODEL
+    api_key: Secret | None = None
+    timeout_s: float = 60.0
+    max_attempts: int = 5
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 30.0
+    max_retry_after_s: float = 120.0
+    max_tokens: int = 32
+
+    def __post_init__(self) -> None:
+        if isinstance(self.api_key, str):
+            object.__setattr__(self, "api_key", Secret(self.api_key) if self.api_key else None)
+        if self.api_key is not None and not isinstance(self.api_key, Secret):
+            raise TypeError("JudgeConfig.api_key must be a str, a Secret or None")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(f"JudgeConfig.base_url must be an http(s) URL, got {self.base_url!r}")
+        if not self.model:
+            raise ValueError("JudgeConfig.model must not be empty")
+        if self.max_attempts < 1:
+            raise ValueError(f"JudgeConfig.max_attempts must be >= 1, got {self.max_attempts}")
+        for name in ("timeout_s", "backoff_base_s", "backoff_max_s", "max_retry_after_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"JudgeConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.max_tokens < 1:
+            raise ValueError(f"JudgeConfig.max_tokens must be >= 1, got {self.max_tokens}")
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | Secret | None = None,
+        environ: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> JudgeConfig:
+        """A config whose base URL, model and key come from the arguments, else the environment.
+
+        Args:
+            base_url: else ``VIDSPEC_JUDGE_BASE_URL``, else ``OPENAI_BASE_URL``, else OpenAI's.
+            model: else ``VIDSPEC_JUDGE_MODEL``, else :data:`DEFAULT_MODEL`.
+            api_key: else ``OPENAI_API_KEY``, else none.
+            environ: the environment to read (default ``os.environ``).
+            **kwargs: the other :class:`JudgeConfig` fields.
+        """
+        env = os.environ if environ is None else environ
+        if base_url is None:
+            base_url = next((env[k] for k in ENV_BASE_URL if env.get(k)), DEFAULT_BASE_URL)
+        model = model or env.get(ENV_MODEL) or DEFAULT_MODEL
+        if api_key is None:
+            api_key = env.get(ENV_API_KEY) or None
+        return cls(base_url=base_url, model=model, api_key=api_key, **kwargs)
+
+    @property
+    def endpoint(self) -> str:
+        """The chat-completions URL requests go to."""
+        url = self.base_url.rstrip("/")
+        return url if url.endswith("/chat/completions") else url + "/chat/completions"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as JSON-ready values, with the key shown only as present or absent."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["api_key"] = "***" if self.api_key is not None else None
+        return out
+
+
+VerdictStatus = Literal["ok", "unparsable"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's score for one answer.
+
+    Attributes:
+        score: 0-5, or ``None`` when the judge's reply held no valid score. Never 0 by default:
+            aggregate only verdicts with ``status == "ok"`` and report the unparsable count.
+        status: ``"ok"`` or ``"unparsable"``.
+        reply: the judge's reply text (or the start of an invalid response body).
+        model: the judge model asked.
+        key: the cache key of this judgement.
+        cached: whether the verdict came from the cache instead of a request.
+        detail: why a verdict is unparsable; empty when ok.
+    """
+
+    score: float | None
+    status: VerdictStatus
+    reply: str
+    model: str
+    key: str
+    cached: bool = False
+    detail: str = ""
+
+    def to_record(self) -> dict[str, Any]:
+        """The verdict as a JSON object (the cache's and the results' format)."""
+        return {
+            "score": self.score,
+            "status": self.status,
+            "reply": self.reply,
+            "model": self.model,
+            "detail": self.detail,
+        }
+
+
+def _scrub(text: str, secret: Secret | None) -> str:
+    """``text`` with any occurrence of the key replaced, in case a server echoes it back."""
+    if secret is not None and secret.reveal():
+        text = text.replace(secret.reveal(), "***")
+    return text
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header: a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class GPTJudge:
+    """Scores answers 0-5 against references with a chat-completions model at temperature 0.
+
+    Retries with exponential backoff on timeouts, connection errors, HTTP 429 and 5xx (a
+    ``Retry-After`` header replaces the computed delay); other HTTP errors fail at once. Verdicts
+    are cached on disk when ``cache`` is given, so an answer is never sent twice.
+
+    Args:
+        config: endpoint, model, key and retry policy; default :meth:`JudgeConfig.from_env`.
+        cache: a :class:`JudgeCache` or the path of its JSONL file; ``None`` caches nothing.
+        session: the ``requests.Session`` to use (one is made otherwise).
+        sleep: the function used to wait between attempts (tests may replace it).
+
+    Attributes:
+        n_requests: HTTP requests made so far, retries included.
+    """
+
+    def __init__(
+        self,
+        config: JudgeConfig | None = None,
+        *,
+        cache: JudgeCache | str | os.PathLike[str] | None = None,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = config if config is not None else JudgeConfig.from_env()
+        self.cache = cache if isinstance(cache, JudgeCache) or cache is None else JudgeCache(cache)
+        self._session = session if session is not None else requests.Session()
+        self._sleep = sleep
+        self.n_requests = 0
+
+    def __repr__(self) -> str:
+        key = "set" if self.config.api_key is not None else "none"
+        return f"GPTJudge(endpoint={self.config.endpoint!r}, model={self.config.model!r}, api_key={key})"
+
+    __str__ = __repr__
+
+    def close(self) -> None:
+        """Close the HTTP session."""
+        self._session.close()
+
+    def __enter__(self) -> GPTJudge:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def judge(self, question: str, answer: str, reference: str) -> Verdict:
+        """Score ``answer`` against ``reference`` (0-5), from the cache when judged before.
+
+        Args:
+            question: the prompt the video model answered.
+            answer: the video model's output.
+            reference: the benchmark's reference answer.
+
+        Returns:
+            A :class:`Verdict`; ``status == "unparsable"`` (score ``None``) when the judge replied
+            without a valid score or with a body that is not chat-completions JSON.
+
+        Raises:
+            JudgeError: the endpoint failed after all attempts, or refused the request (4xx).
+        """
+        model = self.config.model
+        key = verdict_key(
+            prompt_version=PROMPT_VERSION, question=question, answer=answer, reference=reference, model=model
+        )
+        if self.cache is not None and (record := self.cache.get(key)) is not None:
+            return Verdict(
+                score=record["score"],
+                status=record["status"],
+                reply=record["reply"],
+                model=record["model"],
+                key=key,
+                cached=True,
+                detail=record.get("detail", ""),
+            )
+        payload = {
+            "model": model,
+            "messages": build_messages(question, answer, reference),
+            "temperature": 0,
+            "max_tokens": self.config.max_tokens,
+        }
+        response = self._post(payload)
+        try:
+            content = response.json()["choices"][0]["message"]["content"]
+            if not isinstance(content, str):
+                raise TypeError("content is not a string")
+        except (ValueError, KeyError, IndexError, TypeError):
+            # Not cached: a broken body says nothing about the answer, a later run may do better.
+            body = _scrub(response.text[:_SNIPPET], self.config.api_key)
+            log.warning("judge %s: response is not chat-completions JSON: %r", self.config.endpoint, body)
+            return Verdict(
+                score=None,
+                status="unparsable",
+                reply=body,
+                model=model,
+                key=key,
+                detail="response is not chat-completions JSON",
+            )
+        content = _scrub(content, self.config.api_key)
+        score = parse_score(content)
+        if score is None:
+            log.warning("judge %s: no 0-5 score in reply %r", self.config.endpoint, content[:_SNIPPET])
+            verdict = Verdict(
+                score=None, status="unparsable", reply=content, model=model, key=key, detail="no 0-5 score in the reply"
+            )
+        else:
+            verdict = Verdict(score=score, status="ok", reply=content, model=model, key=key)
+        # The judge runs at temperature 0: asking again would give the same reply, so an
+        # unparsable reply is cached too and reported, not re-bought on every run.
+        if self.cache is not None:
+            self.cache.put(key, verdict.to_record())
+        return verdict
+
+    def _post(self, payload: dict[str, Any]) -> requests.Response:
+        cfg = self.config
+        headers = {"Content-Type": "application/json"}
+        if cfg.api_key is not None:
+            headers["Authorization"] = f"Bearer {cfg.api_key.reveal()}"
+        status: int | None = None
+        problem = ""
+        for attempt in range(1, cfg.max_attempts + 1):
+            retry_after: float | None = None
+            self.n_requests += 1
+            try:
+                response = self._session.post(cfg.endpoint, json=payload, headers=headers, timeout=cfg.timeout_s)
+            except requests.Timeout:
+                status, problem = None, f"no response within {cfg.timeout_s:g} s"
+            except requests.ConnectionError as e:
+                status, problem = None, f"connection failed ({type(e).__name__})"
+            except requests.RequestException as e:
+                raise JudgeError(
+                    f"judge request to {cfg.endpoint} failed: {type(e).__name__}",
+                    endpoint=cfg.endpoint,
+                    status=None,
+                    attempts=attempt,
+                ) from None  # the chained exception would carry the request with its header
+            else:
+                status = response.status_code
+                if status == 200:
+                    return response
+                body = _scrub(response.text[:_SNIPPET], cfg.api_key).strip()
+                problem = f"HTTP {status}" + (f": {body}" if body else "")
+                if status != 429 and not 500 <= status < 600:
+                    raise JudgeError(
+                        f"judge endpoint {cfg.endpoint} refused the request with {problem}",
+                        endpoint=cfg.endpoint,
+                        status=status,
+                        attempts=attempt,
+                    )
+                retry_after = _retry_after_seconds(response.headers.get("Retry-After"))
+            if attempt == cfg.max_attempts:
+                break
+            if retry_after is not None:
+                delay = min(retry_after, cfg.max_retry_after_s)
+            else:
+                delay = min(cfg.backoff_max_s, cfg.backoff_base_s * 2 ** (attempt - 1))
+            log.warning(
+                "judge %s: %s; attempt %d of %d, retrying in %.2f s",
+                cfg.endpoint,
+                problem,
+                attempt,
+                cfg.max_attempts,
+                delay,
+            )
+            self._sleep(delay)
+        raise JudgeError(
+            f"judge endpoint {cfg.endpoint} failed after {cfg.max_attempts} attempt(s): last {problem}",
+            endpoint=cfg.endpoint,
+            status=status,
+            attempts=cfg.max_attempts,
+        )
