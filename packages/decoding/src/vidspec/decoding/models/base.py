@@ -13,6 +13,7 @@ one module can serve as target and draft at the same time.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,23 @@ def crop_cache(cache: Any, length: int) -> None:
         cache.crop(length - current)  # newer API: a negative count to remove
     except ValueError:
         cache.crop(length)  # older API: the length to keep
+
+
+@functools.lru_cache(maxsize=None)
+def _cache_kwarg_of(cls: type) -> str:
+    import inspect
+
+    params = inspect.signature(cls.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _cache_kwarg(module: torch.nn.Module) -> str:
+    """The name under which this transformers version takes the KV cache.
+
+    transformers renamed ``past_key_values`` to ``cache`` during 5.x (the GPU machine has 5.17,
+    CPU installs 5.24); asking the signature keeps one code path for both.
+    """
+    return _cache_kwarg_of(type(module))
 
 
 @dataclass
@@ -144,13 +162,14 @@ class HFVideoTarget:
         return torch.tensor(ids, dtype=torch.long), visual
 
     def _lm(self, embeds: torch.Tensor, positions: torch.Tensor, cache, hidden: bool):
-        return self.model.model.language_model(
+        lm = self.model.model.language_model
+        return lm(
             inputs_embeds=embeds,
             position_ids=positions,
-            cache=cache,
             use_cache=True,
             output_hidden_states=hidden,
             return_dict=True,
+            **{_cache_kwarg(lm): cache},
         )
 
     @torch.inference_mode()
