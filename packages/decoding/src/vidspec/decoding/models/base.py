@@ -42,7 +42,7 @@ def crop_cache(cache: Any, length: int) -> None:
         cache.crop(length)  # older API: the length to keep
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cache_kwarg_of(cls: type) -> str:
     import inspect
 
