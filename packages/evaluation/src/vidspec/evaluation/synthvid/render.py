@@ -94,6 +94,31 @@ def render_video(scene: Scene) -> np.ndarray:
     return np.stack([render_frame(scene, t) for t in range(scene.config.num_frames)])
 
 
+def rgb_to_yuv420p(frame: np.ndarray) -> np.ndarray:
+    """``(H, W, 3) uint8`` RGB to a planar yuv420p buffer ``(H * 3 // 2, W) uint8`` (BT.601, limited range).
+
+    Done here rather than by libswscale: swscale's SIMD paths gave different bytes for the same
+    frame once in a few runs, which broke the byte-identical guarantee.
+    """
+    f = frame.astype(np.float32)
+    r, g, b = f[..., 0], f[..., 1], f[..., 2]
+    y = 16.0 + 0.256788 * r + 0.504129 * g + 0.097906 * b
+    u = 128.0 - 0.148223 * r - 0.290993 * g + 0.439216 * b
+    v = 128.0 + 0.439216 * r - 0.367788 * g - 0.071427 * b
+    H, W = y.shape
+
+    def down(c: np.ndarray) -> np.ndarray:  # 2x2 box average for the chroma planes
+        return c.reshape(H // 2, 2, W // 2, 2).mean(axis=(1, 3))
+
+    planes = [y, down(u), down(v)]
+    out = np.empty((H * 3 // 2, W), dtype=np.uint8)
+    out[:H] = np.clip(np.rint(planes[0]), 0, 255)
+    # u and v are each (H/2, W/2): stored row-major one after the other in the (H/2, W) tail.
+    out[H:].reshape(-1)[: H * W // 4] = np.clip(np.rint(planes[1]), 0, 255).reshape(-1)
+    out[H:].reshape(-1)[H * W // 4 :] = np.clip(np.rint(planes[2]), 0, 255).reshape(-1)
+    return out
+
+
 def encode_mp4(frames: np.ndarray, path: str | Path, fps: float, crf: int = 18) -> None:
     """Write ``frames`` ``(T, H, W, 3) uint8`` RGB as an H.264 (yuv420p) mp4 file.
 
@@ -107,9 +132,27 @@ def encode_mp4(frames: np.ndarray, path: str | Path, fps: float, crf: int = 18) 
         stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
         stream.width, stream.height = W, H
         stream.pix_fmt = "yuv420p"
-        stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1", "bframes": "0"}
+        stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1", "bf": "0"}
         for f in frames:
-            for packet in stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(f), format="rgb24")):
+            for packet in stream.encode(_yuv_frame(av, f)):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+
+
+def _yuv_frame(av, rgb: np.ndarray):
+    """An ``av.VideoFrame`` whose planes, row padding included, are fully written.
+
+    The padding at the end of each row is left uninitialised by PyAV, and x264 read it now and
+    then: the same video came out with one byte different in a few runs out of a hundred.
+    """
+    H, W = rgb.shape[:2]
+    yuv = rgb_to_yuv420p(rgb)
+    tail = yuv[H:].reshape(-1)
+    planes = (yuv[:H], tail[: H * W // 4].reshape(H // 2, W // 2), tail[H * W // 4 :].reshape(H // 2, W // 2))
+    frame = av.VideoFrame(W, H, "yuv420p")
+    for plane, data in zip(frame.planes, planes):
+        buf = np.zeros((plane.height, plane.line_size), dtype=np.uint8)
+        buf[:, : data.shape[1]] = data
+        plane.update(buf)
+    return frame
