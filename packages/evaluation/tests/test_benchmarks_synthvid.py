@@ -1,0 +1,24 @@
+"""The SynthVid loaders on a dataset written by the real generator (the schema contract between them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vidspec.evaluation.benchmarks import load_benchmark
+from vidspec.evaluation.synthvid.dataset import SynthVidConfig, generate_synthvid
+
+
+def test_loaders_read_what_the_generator_writes(tmp_path):
+    root = Path(generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=3, seed=0, split="validation", preset="easy")))
+    captions = load_benchmark("synthvid_captions", root)
+    assert len(captions) == 3
+    for s in captions:
+        assert Path(s.video_path).is_file() and s.reference and isinstance(s.extra["facts"], dict)
+        assert s.metric == "synthvid_facts"
+    mcq = load_benchmark("synthvid_mcq", root)
+    assert mcq and len({s.sample_id for s in mcq}) == len(mcq)
+    for s in mcq:
+        assert s.answer_letter in "ABCDE"[: len(s.options)]
+        assert s.reference == s.options["ABCDE".index(s.answer_letter)]
+        assert Path(s.video_path).is_file()
+    assert load_benchmark("synthvid_captions", root, split="test") == []
