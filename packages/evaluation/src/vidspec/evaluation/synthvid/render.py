@@ -133,8 +133,11 @@ def encode_mp4(frames: np.ndarray, path: str | Path, fps: float, crf: int = 18) 
         stream.width, stream.height = W, H
         stream.pix_fmt = "yuv420p"
         stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1", "bf": "0"}
-        for f in frames:
-            for packet in stream.encode(_yuv_frame(av, f)):
+        for i, f in enumerate(frames):
+            frame = _yuv_frame(av, f)
+            frame.pts = i  # explicit timestamps: nothing left for the encoder to guess
+            frame.time_base = Fraction(1, 1) / stream.codec_context.framerate
+            for packet in stream.encode(frame):
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
