@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vidspec.evaluation.benchmarks import load_benchmark
+import pytest
+
+from vidspec.evaluation.benchmarks import BenchmarkError, load_benchmark
 from vidspec.evaluation.synthvid.dataset import SynthVidConfig, generate_synthvid
 
 
@@ -21,4 +23,6 @@ def test_loaders_read_what_the_generator_writes(tmp_path):
         assert s.answer_letter in "ABCDE"[: len(s.options)]
         assert s.reference == s.options["ABCDE".index(s.answer_letter)]
         assert Path(s.video_path).is_file()
-    assert load_benchmark("synthvid_captions", root, split="test") == []
+    # The generator writes only the splits that have videos; asking for another is a clear error.
+    with pytest.raises(BenchmarkError, match="has no split 'test'; it has \\['validation'\\]"):
+        load_benchmark("synthvid_captions", root, split="test")
