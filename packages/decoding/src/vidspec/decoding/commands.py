@@ -28,6 +28,8 @@ def generate(
     prompt: str = "Describe the video in detail.",
     target: str = "tiny-qwen2.5-vl",
     draft: str | None = None,
+    sparrow: str | None = None,
+    allow_target_mismatch: bool = False,
     method: str = "ar",
     k: int | None = None,
     max_new_tokens: int = 64,
@@ -52,7 +54,9 @@ def generate(
         prompt: the user's question or instruction.
         target: target model: hub id, local directory, or a built-in tiny name.
         draft: draft model for the drafting methods (default: the target's built-in draft for tiny targets).
-        method: one of ar, sd, lvspec, lvspec-pst, fly.
+        sparrow: Sparrow draft release folder (for the sparrow methods).
+        allow_target_mismatch: use a Sparrow draft even if it was distilled from another target.
+        method: one of ar, sd, lvspec, lvspec-pst, fly, sparrow, sparrow-lvspec-pst.
         k: draft tokens per round (default 4; 15 for fly).
         max_new_tokens: most tokens to generate.
         temperature: 0 for greedy; > 0 samples (strict sd stays lossless in distribution).
@@ -80,10 +84,15 @@ def generate(
         from vidspec.decoding.errors import VideoError
 
         raise VideoError(f"video file not found: {video}")
+    if method.startswith("sparrow"):
+        draft = sparrow or draft
+        if draft is None:
+            raise ConfigError(f"method {method} needs --sparrow DIR (a Sparrow draft release)")
     loose = dict(lam=lam, top_n=top_n, predicate=predicate, pst_window=pst_window, protect=protect)
     decoder = build_decoder(
         method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
         relevance_layer=relevance_layer, temperature=temperature, loose=loose,
+        allow_target_mismatch=allow_target_mismatch,
     )
     t0 = time.perf_counter()
     clip = decoder.target.read_video(video)

@@ -8,7 +8,13 @@ sd                     draft VLM (ModelDrafter)     strict (lossless)           
 lvspec                 draft VLM                    LVSpec                      4
 lvspec-pst             draft VLM                    LVSpec + PST                4
 fly                    draft VLM                    FLy                         15
+sparrow                Sparrow draft (--sparrow)    strict (lossless)           4
+sparrow-lvspec-pst     Sparrow draft (--sparrow)    LVSpec + PST                4
 =====================  ===========================  ==========================  ====
+
+For the Sparrow methods ``draft`` is a Sparrow release folder (or a loaded
+:class:`~vidspec.decoding.sparrow.SparrowDraftModel` / ``SparrowDrafter``); a release made for
+another target is refused unless ``allow_target_mismatch``.
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from vidspec.decoding.models import check_compatible, load_target
 from vidspec.decoding.models.tiny import TINY_MODELS
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
-METHODS: tuple[str, ...] = ("ar", "sd", "lvspec", "lvspec-pst", "fly")
+METHODS: tuple[str, ...] = ("ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst")
+SPARROW_METHODS = ("sparrow", "sparrow-lvspec-pst")
 LOOSE_METHODS = ("lvspec", "lvspec-pst", "fly")
 DEFAULT_K = 4
 #: [choice] lvspec-pst lets PST act on the lowest 90% of relevance scores: with the default
@@ -40,8 +47,10 @@ def default_draft(target: str) -> str | None:
 
 def build_verifier_for(method: str, target, loose: dict[str, Any] | None):
     """The verifier of ``method`` for ``target`` (loose options ignored by strict methods)."""
-    if method in ("ar", "sd"):
+    if method in ("ar", "sd", "sparrow"):
         return StrictVerifier()
+    if method == "sparrow-lvspec-pst":
+        method = "lvspec-pst"  # the same verifier; only the drafter differs
     from vidspec.decoding.verifiers.registry import build_verifier
 
     opts = dict(loose or {})
@@ -70,6 +79,7 @@ def build_decoder(
     relevance_layer: int | None = None,
     temperature: float = 0.0,
     loose: dict[str, Any] | None = None,
+    allow_target_mismatch: bool = False,
 ) -> SpeculativeDecoder:
     """Load models (or take loaded adapters) and assemble the decoder for ``method``.
 
@@ -88,6 +98,8 @@ def build_decoder(
         k = getattr(verifier, "default_k", DEFAULT_K)
     if k < 1:
         raise ConfigError(f"--k must be >= 1 for method {method}, got {k}")
+    if method in SPARROW_METHODS:
+        return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch)
     if draft is None:
         draft = default_draft(tgt.name)
         if draft is None:
@@ -97,4 +109,21 @@ def build_decoder(
         raise ModelError(f"draft {dm.name!r} is a {dm.family} model but target {tgt.name!r} is {tgt.family}")
     check_compatible(tgt, dm)
     drafter = ModelDrafter(dm, temperature=temperature)
+    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)
+
+
+def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: float,
+                     allow_target_mismatch: bool) -> SpeculativeDecoder:
+    """Decoder of a Sparrow method: ``draft`` is a release folder, a draft model or a drafter."""
+    from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel
+
+    if draft is None:
+        raise ConfigError(f"method {method} needs a Sparrow draft release (--sparrow DIR)")
+    if isinstance(draft, SparrowDrafter):
+        drafter = draft
+    elif isinstance(draft, SparrowDraftModel):
+        drafter = SparrowDrafter(draft, temperature=temperature, allow_target_mismatch=allow_target_mismatch)
+    else:
+        drafter = SparrowDrafter.from_pretrained(str(draft), tgt, temperature=temperature,
+                                                 allow_target_mismatch=allow_target_mismatch)
     return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)
