@@ -282,7 +282,8 @@ def generate_synthvid(out_dir: str | Path, config: SynthVidConfig, progress: boo
     out = Path(out_dir).absolute()
     _check_out(out)
     world = config.world()
-    splits = assign_splits(config.num_videos, config.split_shares(), config.seed)
+    # Only splits that receive videos are written (a split of 0 rows would only mislead loaders).
+    splits = {k: v for k, v in assign_splits(config.num_videos, config.split_shares(), config.seed).items() if v}
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
