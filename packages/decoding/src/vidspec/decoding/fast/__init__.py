@@ -1,0 +1,68 @@
+"""The fast decoder path: static KV cache, CUDA graphs, tree drafting, fused vision attention.
+
+- :class:`FastTarget` implements the TargetModel protocol on the HF module's own weights
+  (:class:`~vidspec.decoding.fast.lm.FastLM`); the eager adapters stay the reference.
+- :class:`FastModelDrafter` / :class:`FastStrictVerifier`: greedy drafting and strict greedy
+  verification with device-side token chaining and acceptance (one host sync per round).
+- :class:`TreeSpeculativeDecoder` and :class:`TreeModelDrafter`: EAGLE-2-style dynamic trees.
+- :class:`FastQwenVision`: Qwen2.5-VL's vision tower with all attention windows in a few SDPA calls.
+
+Names are imported lazily, so ``import vidspec.decoding.fast`` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+_LAZY = {
+    "FastLM": "vidspec.decoding.fast.lm",
+    "StaticKVCache": "vidspec.decoding.fast.lm",
+    "FastTarget": "vidspec.decoding.fast.target",
+    "FastModelDrafter": "vidspec.decoding.fast.target",
+    "FastStrictVerifier": "vidspec.decoding.fast.target",
+    "FastVerifyOutput": "vidspec.decoding.fast.target",
+    "DraftTree": "vidspec.decoding.fast.tree",
+    "TreeModelDrafter": "vidspec.decoding.fast.tree",
+    "TreeSpeculativeDecoder": "vidspec.decoding.fast.tree",
+    "tree_mask_and_depth": "vidspec.decoding.fast.tree",
+    "FastQwenVision": "vidspec.decoding.fast.vision",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from vidspec.decoding.fast.lm import FastLM, StaticKVCache
+    from vidspec.decoding.fast.target import (
+        FastModelDrafter,
+        FastStrictVerifier,
+        FastTarget,
+        FastVerifyOutput,
+    )
+    from vidspec.decoding.fast.tree import (
+        DraftTree,
+        TreeModelDrafter,
+        TreeSpeculativeDecoder,
+        tree_mask_and_depth,
+    )
+    from vidspec.decoding.fast.vision import FastQwenVision
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'vidspec.decoding.fast' has no attribute {name!r}")
+
+
+__all__ = [
+    "DraftTree",
+    "FastLM",
+    "FastModelDrafter",
+    "FastQwenVision",
+    "FastStrictVerifier",
+    "FastTarget",
+    "FastVerifyOutput",
+    "StaticKVCache",
+    "TreeModelDrafter",
+    "TreeSpeculativeDecoder",
+    "tree_mask_and_depth",
+]

@@ -1,0 +1,405 @@
+"""``FastTarget``: the TargetModel protocol on :class:`FastLM` (static cache, CUDA graphs).
+
+Usage::
+
+    from vidspec.decoding import SpeculativeDecoder, load_target
+    from vidspec.decoding.fast import FastTarget, FastModelDrafter, FastStrictVerifier
+
+    target = FastTarget(load_target("Qwen/Qwen2.5-VL-7B-Instruct", device="cuda"), max_len=32768)
+    draft = FastModelDrafter(FastTarget(load_target("Qwen/Qwen2.5-VL-3B-Instruct", device="cuda")))
+    dec = SpeculativeDecoder(target, draft, FastStrictVerifier(), k=8)
+
+Everything the family adapter knows (chat prompt, pixel tensors, M-RoPE prompt positions, the
+vision tower) is still the adapter's: FastTarget asks it for the prompt, the video features and the
+prompt positions, then runs the language model itself. Drafters and verifiers written for the
+eager adapter work unchanged (the cache answers ``get_seq_length``/``crop`` like an HF cache).
+
+One request at a time per FastTarget: ``prefill`` resets its cache. Use one FastTarget per role
+(a module used as target and draft needs two FastTargets).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from vidspec.decoding.drafters import ModelDrafter
+from vidspec.decoding.fast.lm import FastLM, StaticKVCache, StepOutput, TreeSession
+from vidspec.decoding.models.base import HFVideoTarget
+from vidspec.decoding.types import (
+    Decision,
+    Proposal,
+    Request,
+    TargetState,
+    VerifyContext,
+    VerifyOutput,
+)
+from vidspec.decoding.verifiers.strict import StrictVerifier
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FastVerifyOutput(VerifyOutput):
+    """A :class:`VerifyOutput` that also carries the device-side greedy acceptance of a chain.
+
+    Attributes:
+        argmax: ``(K+1,) int64`` the target's greedy token per row (on the model's device).
+        accept_host: ``(2,) int64`` host tensor (pinned on CUDA) that receives
+            ``[n_accepted, next_token]`` asynchronously; read it with :meth:`greedy`.
+        ready: CUDA event recorded after the copy (None on CPU).
+    """
+
+    argmax: torch.Tensor | None = None
+    accept_host: torch.Tensor | None = None
+    ready: Any = None
+
+    def greedy(self) -> tuple[int, int]:
+        """``(n_accepted, next_token)`` of strict greedy verification (one host sync at most)."""
+        assert self.accept_host is not None
+        if self.ready is not None:
+            self.ready.synchronize()
+        n, nxt = self.accept_host.tolist()
+        return int(n), int(nxt)
+
+
+class FastStrictVerifier(StrictVerifier):
+    """Strict verification that takes the greedy decision computed on the device.
+
+    With a :class:`FastTarget` at temperature 0 the argmax comparison and the accepted-prefix
+    length (a cumprod) run inside the verify step's graph; this verifier only waits for the
+    2-integer result, one synchronisation per round. Any other case falls back to
+    :class:`StrictVerifier` (identical decisions).
+    """
+
+    name = "strict"
+
+    def verify(self, proposal: Proposal, out: VerifyOutput, ctx: VerifyContext) -> Decision:
+        if (ctx.temperature <= 0 and isinstance(out, FastVerifyOutput) and out.accept_host is not None
+                and out.logits.shape[0] == len(proposal.tokens) + 1):
+            n, nxt = out.greedy()
+            return Decision(n, nxt, ("strict",) * n)
+        return super().verify(proposal, out, ctx)
+
+
+def _tril(t: int) -> torch.Tensor:
+    return torch.ones(t, t, dtype=torch.bool).tril()
+
+
+class FastTarget:
+    """A family adapter's model run through :class:`FastLM` (and, for Qwen2.5-VL, the fast vision path).
+
+    Args:
+        adapter: the eager adapter (:class:`HFVideoTarget` subclass); its HF module's weights are used
+            in place.
+        max_len: KV cache capacity (prompt + generated tokens + one verify/tree block).
+        graphs: capture decode/verify steps as CUDA graphs (CUDA only).
+        compile: fuse per-layer elementwise work with ``torch.compile`` (CUDA only; None = when
+            Triton is importable).
+        prefill_chunk: prompt positions per LM prefill chunk (bounds activation memory for long
+            videos; the result equals a one-shot prefill).
+        fast_vision: use :class:`~vidspec.decoding.fast.vision.FastQwenVision` for Qwen2.5-VL.
+        bucket: graph-mode attention reads the cache up to a multiple of this many slots.
+        max_tree: largest verify step / tree session captured as a graph (region mask width).
+    """
+
+    def __init__(self, adapter: HFVideoTarget, max_len: int = 8192, graphs: bool = True, compile: bool | None = None,
+                 prefill_chunk: int = 8192, fast_vision: bool = True, bucket: int = 256, max_tree: int = 64):
+        if isinstance(adapter, FastTarget):
+            raise TypeError("FastTarget wraps an eager adapter, not another FastTarget")
+        self.adapter = adapter
+        self.model = adapter.model
+        self.family = adapter.family
+        self.name = adapter.name
+        self.tokenizer = adapter.tokenizer
+        self.eos_token_ids = adapter.eos_token_ids
+        self.vocab_size = adapter.vocab_size
+        self.num_layers = adapter.num_layers
+        self.hidden_size = adapter.hidden_size
+        self.relevance_layer = adapter.relevance_layer
+        self.video_token_id = adapter.video_token_id
+        self.prefill_chunk = prefill_chunk
+        hidden = {"penult": self.num_layers - 1, "mid": self.relevance_layer, "last": self.num_layers}
+        self.lm = FastLM(adapter.model.model.language_model, adapter.model.lm_head, max_len=max_len,
+                         hidden_layers=hidden, graphs=graphs, compile=compile, bucket=bucket, max_tree=max_tree,
+                         max_step=max_tree)
+        self.vision = None
+        if fast_vision and self.family == "qwen2.5-vl":
+            from vidspec.decoding.fast.vision import FastQwenVision
+
+            self.vision = FastQwenVision(adapter.model.model.visual)
+        on_cuda = self.device.type == "cuda"
+        self._accept_host = torch.zeros(2, dtype=torch.long, pin_memory=on_cuda)
+        self._argmax_host = torch.zeros(max_tree, dtype=torch.long, pin_memory=on_cuda)
+
+    # ---- adapter passthroughs -----------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        return self.adapter.device
+
+    @property
+    def graphs(self) -> bool:
+        return self.lm.graphs
+
+    def build_prompt(self, request: Request):
+        return self.adapter.build_prompt(request)
+
+    def read_video(self, path: str):
+        return self.adapter.read_video(path)
+
+    def decode(self, token_ids: list[int]) -> str:
+        return self.adapter.decode(token_ids)
+
+    def video_features(self, visual) -> torch.Tensor:
+        """``(L_vis, d)`` LM inputs for the visual placeholders (fast vision path when available)."""
+        if self.vision is not None:
+            return self.vision(visual.tensors["pixel_values_videos"], visual.tensors["video_grid_thw"])
+        return self.adapter.video_features(visual)
+
+    def __repr__(self) -> str:
+        return f"FastTarget({self.adapter!r}, graphs={self.lm.graphs}, compiled={self.lm.compiled})"
+
+    # ---- protocol -------------------------------------------------------------------------------
+    def _check(self, state: TargetState) -> StaticKVCache:
+        cache = state.cache
+        if not isinstance(cache, StaticKVCache) or cache is not self.lm.cache:
+            raise RuntimeError("this state's cache was replaced by a newer prefill on the same FastTarget "
+                               "(one live request per FastTarget)")
+        if cache.length != state.length:  # someone cropped the cache or set state.length directly
+            cache.length = min(cache.length, state.length)
+            state.length = cache.length
+        return cache
+
+    @torch.inference_mode()
+    def prefill(self, request: Request, need: frozenset[str] = frozenset()) -> TargetState:
+        a = self.adapter
+        ids, visual = a.build_prompt(request)
+        dev = self.device
+        input_ids = ids[None].to(dev)
+        embeds = a.model.get_input_embeddings()(input_ids)[0]
+        visual_positions = torch.nonzero(ids == a.video_token_id).flatten()
+        if visual is not None:
+            feats = self.video_features(visual).to(embeds.dtype)
+            if feats.shape[0] != visual.num_tokens:
+                raise RuntimeError(f"{self.family}: {feats.shape[0]} video features for {visual.num_tokens} placeholders")
+            embeds[visual_positions.to(dev)] = feats
+        positions, offset = a.prefill_positions(input_ids, visual)
+        n = ids.shape[0]
+        pos3 = positions.reshape(-1, n).to(dev)
+        if pos3.shape[0] == 1:
+            pos3 = pos3.expand(3, n)
+        cache = self.lm.new_cache()
+        want_hidden = bool(need & {"penult", "mid", "visual"})
+        chunk = max(1, self.prefill_chunk)
+        pieces: dict[str, list[torch.Tensor]] = {"penult": [], "mid": []}
+        logits = None
+        for c in range(0, n, chunk):
+            e = min(n, c + chunk)
+            lg, hid = self.lm.prefill_chunk(embeds[c:e], pos3[:, c:e], c, want_hidden, last_logits=e == n)
+            if lg is not None:
+                logits = lg
+            if want_hidden:
+                pieces["penult"].append(hid["penult"])
+                pieces["mid"].append(hid["mid"])
+        assert logits is not None
+        state = TargetState(
+            request=request,
+            prompt_ids=ids,
+            cache=cache,
+            length=n,
+            first_logits=logits.clone(),
+            visual_positions=visual_positions,
+            relevance_layer=self.relevance_layer,
+            extra={"offset": int(offset), "visual": visual},
+        )
+        if want_hidden:
+            if "penult" in need:
+                state.prompt_hidden_penult = torch.cat(pieces["penult"]).clone()
+            if need & {"mid", "visual"} and visual is not None:
+                state.visual_hidden = torch.cat(pieces["mid"])[visual_positions.to(dev)].clone()
+        return state
+
+    def _output(self, out: StepOutput, need: frozenset[str], chain: bool) -> FastVerifyOutput:
+        # Clone out of the static buffers: a drafter may keep hidden states past the next step.
+        t = out.logits.shape[0]
+        accept_host, ready = None, None
+        if chain:
+            self._accept_host.copy_(out.accept, non_blocking=True)
+            accept_host = self._accept_host
+            if out.accept.is_cuda:
+                ready = torch.cuda.Event()
+                ready.record()
+        return FastVerifyOutput(
+            logits=out.logits.clone(),
+            hidden_last=out.hidden["last"][:t].clone() if "last" in need else None,
+            hidden_penult=out.hidden["penult"][:t].clone() if "penult" in need else None,
+            hidden_mid=out.hidden["mid"][:t].clone() if "mid" in need else None,
+            argmax=out.argmax.clone(),
+            accept_host=accept_host,
+            ready=ready,
+        )
+
+    @torch.inference_mode()
+    def verify(self, state: TargetState, tokens: list[int], need: frozenset[str] = frozenset()) -> FastVerifyOutput:
+        cache = self._check(state)
+        cache.tree = None
+        t = len(tokens)
+        start = state.length
+        out = self.lm.step(list(tokens), start, start, state.extra["offset"], list(range(t)), _tril(t))
+        state.length = cache.length = start + t
+        return self._output(out, need, chain=True)
+
+    def rollback(self, state: TargetState, length: int) -> None:
+        cache = self._check(state)
+        if length > state.length:
+            raise ValueError(f"cannot roll forward from {state.length} to {length}")
+        cache.crop(length)
+        state.length = length
+
+    # ---- trees ----------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def verify_tree(self, state: TargetState, tokens: list[int], parents: list[int],
+                    need: frozenset[str] = frozenset()) -> FastVerifyOutput:
+        """Run tree nodes through the model; each node attends to the committed prefix and its ancestors.
+
+        Calls after the first (until :meth:`commit_tree` or :meth:`rollback`) extend the same tree
+        session, so a drafter can grow a tree level by level.
+
+        Args:
+            tokens: node tokens, in an order where parents come first.
+            parents: per node, the session index of its parent (indices count all nodes of the
+                session, earlier calls included); -1 attaches a node to the committed prefix (depth
+                0, the position right after the cache). A verify tree has one root: ``x_last``.
+
+        Returns:
+            Rows in node order: logits ``(T, V)`` and the requested hidden states.
+        """
+        cache = self._check(state)
+        if len(tokens) != len(parents) or not tokens:
+            raise ValueError("tokens and parents must be non-empty and of equal length")
+        sess = cache.tree
+        if sess is None:
+            sess = TreeSession(base=state.length, parents=[], depths=[], ancestors=[])
+        n0 = len(sess.parents)
+        if sess.base + n0 != state.length:
+            raise RuntimeError("tree session out of step with the cache length")
+        depth = []
+        for i, p in enumerate(parents):
+            g = n0 + i
+            if not -1 <= p < g:
+                raise ValueError(f"node {g}: parent {p} must be -1 or an earlier node")
+            d = 0 if p < 0 else sess.depths[p] + 1
+            sess.parents.append(p)
+            sess.depths.append(d)
+            sess.ancestors.append(([] if p < 0 else sess.ancestors[p]) + [g])
+            depth.append(d)
+        r = n0 + len(tokens)
+        mask = torch.zeros(len(tokens), r, dtype=torch.bool)
+        for i in range(len(tokens)):
+            mask[i, sess.ancestors[n0 + i]] = True
+        out = self.lm.step(list(tokens), state.length, sess.base, state.extra["offset"], depth, mask)
+        state.length = cache.length = state.length + len(tokens)
+        cache.tree = sess
+        return self._output(out, need, chain=False)
+
+    @torch.inference_mode()
+    def commit_tree(self, state: TargetState, path: list[int]) -> None:
+        """Keep the session nodes ``path`` (root to leaf) right after the prefix; drop the rest.
+
+        The kept nodes' K/V move to consecutive slots (one gather over all layers); rollback of
+        everything else is the length counter.
+        """
+        cache = self._check(state)
+        sess = cache.tree
+        if sess is None:
+            raise RuntimeError("commit_tree without an open tree session")
+        for a, b in zip(path, path[1:]):
+            if sess.parents[b] != a:
+                raise ValueError(f"path {path} is not a chain of parent -> child nodes")
+        if path and sess.parents[path[0]] != -1:
+            raise ValueError("a committed path starts at a session root")
+        base = sess.base
+        if path != list(range(len(path))):
+            kv = self.lm.kv
+            src = torch.tensor(path, dtype=torch.long, device=kv.device) + base
+            dst = torch.arange(base, base + len(path), device=kv.device)
+            kv.index_copy_(2, dst, kv.index_select(2, src))
+        cache.length = state.length = base + len(path)
+        cache.tree = None
+
+    # ---- drafting helpers -----------------------------------------------------------------------
+    @torch.inference_mode()
+    def greedy_chain(self, state: TargetState, pending: list[int], k: int) -> list[int]:
+        """Feed ``pending`` then draft ``k`` greedy tokens, feeding all but the last.
+
+        On the graph path the tokens are chained on the device (each step's argmax becomes the next
+        step's input without a host round trip); one synchronisation returns all k tokens.
+        The cache grows by ``len(pending) + k - 1``, as :class:`ModelDrafter` expects.
+        """
+        cache = self._check(state)
+        cache.tree = None
+        t = len(pending)
+        offset = state.extra["offset"]
+        out = self.lm.step(list(pending), state.length, state.length, offset, list(range(t)), _tril(t))
+        state.length = cache.length = state.length + t
+        if not self.lm.graphs:
+            tokens = [int(out.argmax[-1])]
+            for _ in range(k - 1):
+                s = state.length
+                out = self.lm.step([tokens[-1]], s, s, offset, [0], _tril(1))
+                state.length = cache.length = s + 1
+                tokens.append(int(out.argmax[-1]))
+            return tokens
+        toks = torch.empty(k, dtype=torch.long, device=self.device)
+        toks[0:1].copy_(out.argmax[-1:])
+        prev_t = t
+        for i in range(1, k):
+            self.lm.set_chain_next(prev_t, out.argmax)
+            out = self.lm.replay(1, self.lm._bucket(state.length + 1))
+            toks[i:i + 1].copy_(out.argmax[-1:])
+            state.length = cache.length = state.length + 1
+            prev_t = 1
+        return toks.tolist()
+
+    @torch.inference_mode()
+    def warmup(self, step_lengths: tuple[int, ...] = (1,), contexts: tuple[int, ...] = ()) -> None:
+        """Capture graphs for the given step lengths at the given context lengths ahead of time.
+
+        Runs on the empty cache (any state of an earlier request is invalidated).
+        """
+        if not self.lm.graphs:
+            return
+        self.lm.new_cache()
+        for ctx in contexts:
+            for t in step_lengths:
+                start = max(0, min(ctx, self.lm.max_len - t))
+                self.lm.step([0] * t, start, start, 0, list(range(t)), _tril(t))
+        self.lm.new_cache()
+
+
+class FastModelDrafter(ModelDrafter):
+    """:class:`ModelDrafter` whose greedy drafting runs through a :class:`FastTarget`.
+
+    Greedy chains are drafted with :meth:`FastTarget.greedy_chain` (one host sync per round on
+    CUDA); sampling drafts fall back to :class:`ModelDrafter`'s loop. An eager adapter passed
+    here is wrapped in a FastTarget with default options.
+    """
+
+    def __init__(self, model: FastTarget | HFVideoTarget, **kw):
+        if not isinstance(model, FastTarget):
+            model = FastTarget(model)
+        super().__init__(model, **kw)  # type: ignore[arg-type]
+
+    @torch.inference_mode()
+    def propose(self, k: int) -> Proposal:
+        if self.temperature > 0 or k <= 0:
+            return super().propose(k)
+        state = self._state
+        assert state is not None, "begin() first"
+        pending = self._seq[state.length - self._base:]
+        tokens = self.model.greedy_chain(state, pending, k)  # type: ignore[attr-defined]
+        self._draft = tokens
+        return Proposal(tuple(tokens))

@@ -1,0 +1,212 @@
+"""Qwen2.5-VL's vision tower with all attention windows of a layer in a few fused SDPA calls.
+
+HF's sdpa path splits the packed sequence at ``cu_seqlens`` and runs one attention call per
+window (per frame in the full-attention layers): ~1,600 windows x 28 windowed layers for a
+25k-token video, which makes the tower ~10x slower than its arithmetic (ANCHORS.md). Windows of
+equal length are independent attention problems of one shape, so here they are stacked into a
+batch: one SDPA call per distinct window length (a video has at most four: full, right edge,
+bottom edge, corner; one when the frame is a multiple of the window), no masks, flash-eligible.
+The plan (which tokens form which batch) is computed once per ``grid_thw`` and shared by all
+layers.
+
+Everything else (norms, MLPs, merger) calls the HF module's own submodules, and the patch
+embedding (a Conv3d whose kernel equals its stride) runs as the equivalent matrix product over a
+view of the conv weight. Outputs equal ``visual(pixels, grid_thw).pooler_output`` to float
+rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from vidspec.decoding.fast.lm import rotate_half
+
+
+@dataclass(frozen=True)
+class AttentionGroup:
+    """Segments of one length, attended as a batch.
+
+    Attributes:
+        index: ``(n_segments, length) int64`` token indices of each segment, or None when the
+            group is the whole sequence cut into equal consecutive pieces (then a reshape suffices).
+        length: tokens per segment.
+    """
+
+    index: torch.Tensor | None
+    length: int
+
+
+def plan_groups(lengths: list[int], device: torch.device) -> list[AttentionGroup]:
+    """Group consecutive segments by length.
+
+    Args:
+        lengths: segment lengths in sequence order (they tile the sequence).
+
+    Returns:
+        One :class:`AttentionGroup` per distinct positive length.
+    """
+    lengths = [n for n in lengths if n > 0]
+    if len(set(lengths)) == 1:
+        return [AttentionGroup(None, lengths[0])]
+    starts = torch.tensor([0, *lengths[:-1]], dtype=torch.long).cumsum(0)
+    lens = torch.tensor(lengths, dtype=torch.long)
+    groups = []
+    for n in sorted(set(lengths)):
+        s = starts[lens == n]
+        groups.append(AttentionGroup((s[:, None] + torch.arange(n)[None, :]).to(device), n))
+    return groups
+
+
+def window_plan(grid_thw: list[tuple[int, int, int]], merge: int, window_units: int) -> tuple[torch.Tensor, list[int], list[int]]:
+    """Qwen2.5-VL's window partition of merged units.
+
+    Merged units (``merge x merge`` patches) of each frame are cut into windows of
+    ``window_units x window_units`` units (smaller at the right/bottom edges). Units are reordered
+    window by window (frame, window row, window column, row, column), as the HF model does.
+
+    Args:
+        grid_thw: per video, ``(t, h, w)`` in patches.
+        merge: spatial merge size.
+        window_units: window side in merged units (``window_size // merge // patch_size``).
+
+    Returns:
+        ``window_index`` ``(units,) int64`` (new order -> original unit), window lengths in
+        patches (sequence order), and frame lengths in patches (for full-attention layers).
+    """
+    order, win_lengths, frame_lengths = [], [], []
+    offset = 0
+    ws = window_units
+    for t, h, w in grid_thw:
+        gh, gw = h // merge, w // merge
+        nwh, nww = -(-gh // ws), -(-gw // ws)
+        tt, yy, xx = torch.meshgrid(torch.arange(t), torch.arange(gh), torch.arange(gw), indexing="ij")
+        win = (tt * nwh + yy // ws) * nww + xx // ws
+        key = win * (ws * ws) + (yy % ws) * ws + (xx % ws)
+        order.append(torch.argsort(key.flatten()) + offset)
+        counts = torch.bincount(win.flatten(), minlength=t * nwh * nww)
+        win_lengths += (counts * merge * merge).tolist()
+        frame_lengths += [h * w] * t
+        offset += t * gh * gw
+    return torch.cat(order), win_lengths, frame_lengths
+
+
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups: list[AttentionGroup],
+                      scale: float) -> torch.Tensor:
+    """Block-diagonal (per-segment, bidirectional) attention, one SDPA call per group.
+
+    Args:
+        q, k, v: ``(N, H, D)``.
+
+    Returns:
+        ``(N, H, D)``.
+    """
+    n, h, d = q.shape
+    if len(groups) == 1 and groups[0].index is None:
+        s = groups[0].length
+
+        def seg(x):
+            return x.view(n // s, s, h, d).transpose(1, 2)
+
+        o = F.scaled_dot_product_attention(seg(q), seg(k), seg(v), scale=scale)
+        return o.transpose(1, 2).reshape(n, h, d)
+    out = torch.empty_like(q)
+    for g in groups:
+        idx = g.index.flatten()
+        b = g.index.shape[0]
+
+        def seg(x, idx=idx, b=b, s=g.length):
+            return x.index_select(0, idx).view(b, s, h, d).transpose(1, 2)
+
+        o = F.scaled_dot_product_attention(seg(q), seg(k), seg(v), scale=scale)
+        out.index_copy_(0, idx, o.transpose(1, 2).reshape(-1, h, d))
+    return out
+
+
+class FastQwenVision:
+    """Fast forward of a ``Qwen2_5_VisionTransformerPretrainedModel`` (uses its weights in place).
+
+    Args:
+        visual: ``model.model.visual`` of a Qwen2.5-VL model.
+    """
+
+    def __init__(self, visual):
+        self.visual = visual
+        cfg = visual.config
+        self.merge = cfg.spatial_merge_size
+        self.patch = cfg.patch_size
+        self.window_units = cfg.window_size // self.merge // self.patch
+        self.full_layers = set(cfg.fullatt_block_indexes)
+        blk = visual.blocks[0].attn
+        self.heads = blk.num_heads
+        self.head_dim = blk.head_dim
+        self.scale = float(getattr(blk, "scaling", self.head_dim ** -0.5))
+        self.inv_freq = visual.rotary_pos_emb.inv_freq
+        self._plans: dict[tuple, tuple] = {}
+
+    def _plan(self, grid: list[tuple[int, int, int]], device: torch.device):
+        key = (tuple(grid), str(device))
+        if key not in self._plans:
+            window_index, win_lengths, frame_lengths = window_plan(grid, self.merge, self.window_units)
+            self._plans[key] = (window_index.to(device), plan_groups(win_lengths, device),
+                                plan_groups(frame_lengths, device))
+        return self._plans[key]
+
+    def _rotary(self, grid: list[tuple[int, int, int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(N, head_dim) float32`` cos/sin of the 2-D (row, column) patch positions, in patch order."""
+        m = self.merge
+        rows = []
+        for t, h, w in grid:
+            hp = torch.arange(h)[:, None].expand(h, w).reshape(h // m, m, w // m, m).transpose(1, 2).flatten()
+            wp = torch.arange(w)[None, :].expand(h, w).reshape(h // m, m, w // m, m).transpose(1, 2).flatten()
+            rows.append(torch.stack([hp, wp], dim=-1).repeat(t, 1))
+        pos = torch.cat(rows).to(device)
+        freqs = pos[..., None].float() * self.inv_freq.to(device, torch.float32)  # (N, 2, D/4)
+        f = torch.cat([freqs[:, 0], freqs[:, 1]], dim=-1)
+        emb = torch.cat([f, f], dim=-1)
+        return emb.cos(), emb.sin()
+
+    @torch.inference_mode()
+    def __call__(self, pixel_values: torch.Tensor, grid_thw: torch.Tensor) -> torch.Tensor:
+        """Vision features for the LM.
+
+        Args:
+            pixel_values: ``(N, 3 * temporal_patch * patch**2)`` flattened patches (the adapter's
+                ``patchify`` layout).
+            grid_thw: ``(videos, 3) int64`` patch grid per video.
+
+        Returns:
+            ``(N / merge**2, out_hidden) `` merged features, in the original unit order.
+        """
+        vis = self.visual
+        grid = [tuple(int(x) for x in row) for row in grid_thw.tolist()]
+        device = vis.patch_embed.proj.weight.device
+        window_index, win_groups, full_groups = self._plan(grid, device)
+        w = vis.patch_embed.proj.weight
+        x = F.linear(pixel_values.to(device, w.dtype).reshape(pixel_values.shape[0], -1), w.view(w.shape[0], -1))
+        n = x.shape[0]
+        unit = self.merge * self.merge
+
+        def permute(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(n // unit, unit, -1)[window_index].reshape(n, -1)
+
+        x = permute(x)
+        cos, sin = self._rotary(grid, device)
+        cos, sin = permute(cos)[:, None, :], permute(sin)[:, None, :]
+        for i, blk in enumerate(vis.blocks):
+            groups = full_groups if i in self.full_layers else win_groups
+            a = blk.attn
+            h = blk.norm1(x)
+            qkv = a.qkv(h).view(n, 3, self.heads, self.head_dim)
+            q, k, v = qkv.unbind(1)
+            dt = q.dtype
+            qf, kf = q.float(), k.float()
+            q = (qf * cos + rotate_half(qf) * sin).to(dt)
+            k = (kf * cos + rotate_half(kf) * sin).to(dt)
+            o = grouped_attention(q, k, v, groups, self.scale)
+            x = x + a.proj(o.reshape(n, -1))
+            x = x + blk.mlp(blk.norm2(x))
+        merged = vis.merger(x)
+        return merged[torch.argsort(window_index)]
