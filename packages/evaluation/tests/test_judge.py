@@ -69,7 +69,7 @@ def make_judge(server: ChatCompletionsServer, *, cache=None, sleep=None, **overr
         base_url=server.base_url,
         model="smollm2-judge",
         api_key=KEY,
-        timeout_s=10.0,
+        timeout_s=60.0,  # generous: the model is slow when the machine is busy
         max_attempts=4,
         backoff_base_s=0.05,
         backoff_max_s=0.2,
@@ -212,12 +212,15 @@ def test_retry_after_is_honoured(server):
 
 
 def test_timeouts_are_retried(server):
-    server.inject("timeout", times=1, sleep_s=4.0)
+    # The retry is answered with a canned reply, so the test does not depend on how fast the
+    # model generates on a busy machine.
+    server.inject("timeout", times=1, sleep_s=3.0)
+    server.inject("unparsable")
     t0 = time.perf_counter()
-    verdict = make_judge(server, timeout_s=2.0).judge(QUESTION, ANSWER, REFERENCE)
-    assert verdict.status in ("ok", "unparsable")
-    assert time.perf_counter() - t0 >= 2.0
-    assert [r.fault for r in server.requests] == ["timeout", None]
+    verdict = make_judge(server, timeout_s=1.0).judge(QUESTION, ANSWER, REFERENCE)
+    assert time.perf_counter() - t0 >= 1.0
+    assert [r.fault for r in server.requests] == ["timeout", "unparsable"]
+    assert verdict.status == "unparsable" and verdict.reply == "I cannot rate this"
 
 
 def test_garbage_body_is_unparsable_not_zero(server, tmp_path):
