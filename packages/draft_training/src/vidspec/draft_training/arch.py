@@ -1,0 +1,208 @@
+"""Architectures of the testbed Video-LLMs: a typed size spec turned into a Hugging Face config.
+
+The two families vidspec decodes are built from scratch here at any size, with special-token ids
+taken from the tokenizer the model will be trained with (SynthVid's, or any tokenizer carrying
+Qwen-style chat and vision tokens)::
+
+    arch = ArchConfig(family="llava-ov", hidden_size=256, num_layers=4)
+    config = build_hf_config(arch, tokenizer)
+    model = hf_model_class(arch.family)(config)
+
+Sizes are the *real* architectures (``Qwen2_5_VLForConditionalGeneration``,
+``LlavaOnevisionForConditionalGeneration``), only smaller, so every code path of decoding runs on
+them unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+from vidspec.decoding.errors import ConfigError
+
+Family = Literal["llava-ov", "qwen2.5-vl"]
+
+#: Family name (as the decoding adapters spell it) -> transformers class name.
+HF_CLASSES: dict[str, str] = {
+    "qwen2.5-vl": "Qwen2_5_VLForConditionalGeneration",
+    "llava-ov": "LlavaOnevisionForConditionalGeneration",
+}
+
+#: config.model_type -> family name.
+MODEL_TYPES: dict[str, str] = {"qwen2_5_vl": "qwen2.5-vl", "llava_onevision": "llava-ov"}
+
+#: Tokens the adapters and the chat prompt rely on; the tokenizer must know every one.
+REQUIRED_TOKENS = ("<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|video_pad|>", "<video>")
+
+
+@dataclass(frozen=True)
+class ArchConfig:
+    """Sizes of a Video-LLM built from scratch.
+
+    Attributes:
+        family: "llava-ov" (SigLIP tower encoding whole frames + Qwen2 LM; fast to train) or
+            "qwen2.5-vl" (windowed ViT over 2-frame patches + M-RoPE LM).
+        hidden_size: width of the language model.
+        num_layers: decoder layers of the language model.
+        num_heads: attention heads of the language model.
+        num_kv_heads: key/value heads (grouped-query attention); must divide ``num_heads``.
+        intermediate_size: MLP width of the language model (default 4 x hidden_size).
+        vision_hidden_size: width of the vision tower.
+        vision_layers: layers of the vision tower.
+        vision_heads: attention heads of the vision tower.
+        vision_intermediate_size: MLP width of the vision tower (default 2 x vision_hidden_size).
+        image_size: LLaVA-OV only: side of the square frames SigLIP reads (a multiple of
+            ``patch_size``); each frame becomes ceil(image_size / patch_size / 2)^2 tokens.
+        patch_size: vision patch side in pixels (Qwen2.5-VL frames are resized to multiples of
+            2 x patch_size).
+        window_size: Qwen2.5-VL only: side in pixels of the vision tower's attention windows.
+        tie_word_embeddings: share the input embedding and the LM head.
+        rope_theta: RoPE base of the language model.
+        max_position_embeddings: longest sequence the language model is configured for.
+    """
+
+    family: Family = "llava-ov"
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    intermediate_size: int | None = None
+    vision_hidden_size: int = 64
+    vision_layers: int = 2
+    vision_heads: int = 2
+    vision_intermediate_size: int | None = None
+    image_size: int = 56
+    patch_size: int = 14
+    window_size: int = 112
+    tie_word_embeddings: bool = False
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 32768
+
+    def __post_init__(self) -> None:
+        if self.family not in HF_CLASSES:
+            raise ConfigError(f"arch.family must be one of {sorted(HF_CLASSES)}, got {self.family!r}")
+        for name in ("hidden_size", "num_layers", "num_heads", "num_kv_heads", "vision_hidden_size",
+                     "vision_layers", "vision_heads", "image_size", "patch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"arch.{name} must be positive, got {getattr(self, name)}")
+        if self.hidden_size % self.num_heads or self.num_heads % self.num_kv_heads:
+            raise ConfigError(
+                f"arch: hidden_size ({self.hidden_size}) must be divisible by num_heads ({self.num_heads}), "
+                f"and num_heads by num_kv_heads ({self.num_kv_heads})"
+            )
+        if self.vision_hidden_size % self.vision_heads:
+            raise ConfigError(f"arch: vision_hidden_size {self.vision_hidden_size} not divisible by vision_heads")
+        if self.family == "llava-ov" and self.image_size % self.patch_size:
+            raise ConfigError(f"arch: image_size {self.image_size} is not a multiple of patch_size {self.patch_size}")
+        if self.family == "qwen2.5-vl" and (self.hidden_size // self.num_heads) % 4:
+            # M-RoPE splits half the head dimension into three sections.
+            raise ConfigError("arch: qwen2.5-vl needs a head dimension (hidden_size / num_heads) divisible by 4")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _token_ids(tokenizer) -> dict[str, int]:
+    ids = {}
+    unk = tokenizer.unk_token_id
+    for t in (*REQUIRED_TOKENS, "<|image_pad|>", "<image>"):
+        i = tokenizer.convert_tokens_to_ids(t)
+        if i is None or (unk is not None and i == unk):
+            if t in REQUIRED_TOKENS:
+                raise ConfigError(f"the tokenizer has no special token {t!r} (needed by the chat prompt)")
+            i = None
+        ids[t] = i
+    return ids
+
+
+def build_hf_config(arch: ArchConfig, tokenizer):
+    """A transformers config of ``arch``'s family whose token ids match ``tokenizer``.
+
+    Raises:
+        ConfigError: the tokenizer lacks a chat or vision token.
+    """
+    ids = _token_ids(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    inter = arch.intermediate_size or 4 * arch.hidden_size
+    v_inter = arch.vision_intermediate_size or 2 * arch.vision_hidden_size
+    text = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=arch.hidden_size,
+        intermediate_size=inter,
+        num_hidden_layers=arch.num_layers,
+        num_attention_heads=arch.num_heads,
+        num_key_value_heads=arch.num_kv_heads,
+        max_position_embeddings=arch.max_position_embeddings,
+        bos_token_id=pad,
+        eos_token_id=eos,
+        pad_token_id=pad,
+        tie_word_embeddings=arch.tie_word_embeddings,
+    )
+    if arch.family == "qwen2.5-vl":
+        from transformers import Qwen2_5_VLConfig
+
+        half = arch.hidden_size // arch.num_heads // 2
+        section = [half - 2 * (half // 3), half // 3, half // 3]  # (temporal, height, width)
+        text["rope_parameters"] = {"rope_type": "default", "rope_theta": arch.rope_theta, "mrope_section": section}
+        return Qwen2_5_VLConfig(
+            text_config=text,
+            vision_config=dict(
+                depth=arch.vision_layers,
+                hidden_size=arch.vision_hidden_size,
+                intermediate_size=v_inter,
+                num_heads=arch.vision_heads,
+                out_hidden_size=arch.hidden_size,
+                patch_size=arch.patch_size,
+                spatial_merge_size=2,
+                temporal_patch_size=2,
+                window_size=arch.window_size,
+                # The last block attends over the whole frame pair; the others within windows.
+                fullatt_block_indexes=[arch.vision_layers - 1],
+                tokens_per_second=2,
+            ),
+            image_token_id=ids["<|image_pad|>"],
+            video_token_id=ids["<|video_pad|>"],
+            vision_start_token_id=ids["<|vision_start|>"],
+            vision_end_token_id=ids["<|vision_end|>"],
+            tie_word_embeddings=arch.tie_word_embeddings,
+        )
+    from transformers import LlavaOnevisionConfig
+
+    text["model_type"] = "qwen2"
+    text["rope_parameters"] = {"rope_type": "default", "rope_theta": arch.rope_theta}
+    return LlavaOnevisionConfig(
+        vision_config=dict(
+            model_type="siglip_vision_model",
+            hidden_size=arch.vision_hidden_size,
+            intermediate_size=v_inter,
+            num_hidden_layers=arch.vision_layers,
+            num_attention_heads=arch.vision_heads,
+            image_size=arch.image_size,
+            patch_size=arch.patch_size,
+        ),
+        text_config=text,
+        image_token_index=ids["<image>"] if ids["<image>"] is not None else ids["<video>"],
+        video_token_index=ids["<video>"],
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="full",
+        image_grid_pinpoints=[[arch.image_size, arch.image_size]],
+        tie_word_embeddings=arch.tie_word_embeddings,
+    )
+
+
+def hf_model_class(family: str):
+    """The transformers ``*ForConditionalGeneration`` class of a family."""
+    import transformers
+
+    if family not in HF_CLASSES:
+        raise ConfigError(f"unknown family {family!r}; choose from {sorted(HF_CLASSES)}")
+    return getattr(transformers, HF_CLASSES[family])
+
+
+def family_of(config) -> str:
+    """Family name of a transformers config (``config.model_type``)."""
+    try:
+        return MODEL_TYPES[config.model_type]
+    except KeyError:
+        raise ConfigError(f"model type {config.model_type!r} is not a supported Video-LLM ({sorted(MODEL_TYPES)})") from None

@@ -1,0 +1,196 @@
+"""``vidspec train`` (LightningCLI over YAML recipes) and ``vidspec export`` (checkpoint -> release).
+
+Usage::
+
+    vidspec train fit --config configs/train/synthvid-target-cpu.yaml
+    vidspec train fit --config configs/train/synthvid-target-cpu.yaml --trainer.max_steps 50 \\
+        --data.batch_size 4                      # overrides, dotted keys
+    vidspec train fit --config RECIPE --ckpt_path last        # resume a killed run exactly
+    vidspec train fit --config RECIPE --print_config          # the resolved config as YAML
+    vidspec train fit --help
+    vidspec export --ckpt runs/X/checkpoints/last.ckpt --out releases/X
+
+The model is chosen by class path (``model.class_path``), so any LightningModule can be trained
+through the same recipes and data: :class:`~vidspec.draft_training.sft.VLMSFTModule` for VLM SFT,
+a Sparrow distillation module for drafts. Every run also gets
+
+- ``checkpoint.*``: a ModelCheckpoint (``save_last`` by default, ``every_n_train_steps``),
+- ``metrics.jsonl`` in the log dir (per-step training metrics, see :mod:`.callbacks`),
+- the resolved config saved as ``config.yaml`` in the log dir and inside each checkpoint,
+- ``--fail_at_step N``: raise at step N (fault injection for resume tests).
+
+A recipe with an unknown key or a bad value exits with status 2 and one line naming it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import yaml
+from lightning.pytorch import LightningModule
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningCLI
+
+from vidspec.decoding.errors import ConfigError, VidspecError
+from vidspec.draft_training.callbacks import FailAtStep, StepMetrics
+from vidspec.draft_training.data import VideoTextDataModule
+
+SUBCOMMANDS = ("fit", "validate")
+
+
+class VidspecTrainCLI(LightningCLI):
+    """LightningCLI with vidspec's run conventions (checkpointing, metrics file, config capture)."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.set_defaults({
+            "checkpoint.save_last": True,
+            "checkpoint.save_top_k": 1,
+            "checkpoint.every_n_train_steps": 100,
+            "checkpoint.filename": "step{step:07d}",
+            "checkpoint.auto_insert_metric_name": False,
+        })
+        parser.add_argument("--fail_at_step", type=int, default=0,
+                            help="raise at this global step (0: never); to test that resuming is exact")
+
+    def instantiate_trainer(self, **kwargs):
+        trainer = super().instantiate_trainer(**kwargs)
+        extra = [StepMetrics()]
+        fail = self.config[self.subcommand].get("fail_at_step", 0) if self.subcommand else 0
+        if fail:
+            extra.insert(0, FailAtStep(fail))
+        # Before the checkpoint callbacks: a crash at step N must not have saved step N.
+        trainer.callbacks[0:0] = extra
+        return trainer
+
+    def instantiate_classes(self) -> None:
+        super().instantiate_classes()
+        if self.subcommand is None:
+            return
+        # The resolved recipe travels inside every checkpoint, for `vidspec export`'s manifest.
+        dumped = yaml.safe_load(self.parser.dump(self.config, skip_check=True))
+        run = dumped.get(self.subcommand, dumped)
+        run.pop("config", None)
+        if hasattr(self.model, "vidspec_run_config") or isinstance(self.model, LightningModule):
+            self.model.vidspec_run_config = run
+
+
+def _one_line(msg: str) -> str:
+    lines = [ln.strip(" -") for ln in str(msg).strip().splitlines() if ln.strip(" -")]
+    text = " ".join(lines) if lines else "invalid configuration"
+    return text if len(text) < 600 else text[:597] + "..."
+
+
+def _user_error(e: BaseException) -> VidspecError | None:
+    """The VidspecError behind ``e`` (raised in a recipe's class constructor), if any."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, VidspecError):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
+def run_cli(argv: list[str], run: bool = True, cli_class: type[VidspecTrainCLI] = VidspecTrainCLI) -> VidspecTrainCLI:
+    """Build (and with ``run``, execute) the training CLI on ``argv``.
+
+    Raises:
+        ConfigError: unknown key, bad value or failing constructor in the recipe (one line).
+    """
+    from jsonargparse import ArgumentError
+
+    kwargs = dict(
+        model_class=LightningModule,
+        datamodule_class=VideoTextDataModule,
+        subclass_mode_model=True,
+        save_config_kwargs={"overwrite": True},
+        parser_kwargs={"exit_on_error": False, "default_env": False},
+        auto_configure_optimizers=False,
+        args=argv,
+    )
+    if not run:
+        kwargs["run"] = False
+    try:
+        return cli_class(**kwargs)
+    except ArgumentError as e:
+        if (user := _user_error(e)) is not None:
+            raise ConfigError(_one_line(str(user))) from None
+        raise ConfigError(f"invalid recipe: {_one_line(str(e))}") from None
+    except (TypeError, ValueError) as e:
+        if (user := _user_error(e)) is not None:
+            raise ConfigError(_one_line(str(user))) from None
+        raise
+
+
+def parse_recipe(path: str, subcommand: str = "fit", overrides: list[str] | None = None):
+    """Parse (not run) a recipe through the same parser as ``vidspec train``; returns the config.
+
+    Nothing is instantiated: no model, data or trainer is built.
+
+    Raises:
+        ConfigError: the recipe has an unknown key or a bad value.
+    """
+    try:
+        run_cli([subcommand, "--config", str(path), *(overrides or [])], cli_class=_ParseOnlyCLI)
+    except _Parsed as p:
+        return p.config
+    raise AssertionError("unreachable: _ParseOnlyCLI stops before instantiation")
+
+
+class _Parsed(Exception):
+    def __init__(self, config):
+        super().__init__("parsed")
+        self.config = config
+
+
+class _ParseOnlyCLI(VidspecTrainCLI):
+    def before_instantiate_classes(self) -> None:
+        raise _Parsed(self.config)
+
+
+def train_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec train SUBCOMMAND [--config RECIPE] [overrides]``."""
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    if argv[0] not in SUBCOMMANDS and not argv[0].startswith("-"):
+        raise ConfigError(f"unknown train subcommand {argv[0]!r} (choose from {', '.join(SUBCOMMANDS)})")
+    run_cli(argv)
+    return 0
+
+
+def export(ckpt: str, out: str, overwrite: bool = False) -> int:
+    """Export a training checkpoint to a release folder (Hugging Face format + manifest + card).
+
+    Args:
+        ckpt: the training checkpoint (e.g. runs/X/checkpoints/last.ckpt).
+        out: release folder to write.
+        overwrite: replace ``out`` if it exists.
+    """
+    from vidspec.draft_training.export import export_checkpoint
+    from vidspec.draft_training.sft import VLMSFTModule  # noqa: F401  (registers its exporter)
+
+    print(export_checkpoint(ckpt, out, overwrite=overwrite))
+    return 0
+
+
+def export_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec export`` (see :func:`export`)."""
+    from jsonargparse import ArgumentError, ArgumentParser
+
+    from vidspec.decoding.cli import normalize_flags
+
+    parser = ArgumentParser(prog="vidspec export", description=export.__doc__.splitlines()[0],
+                            exit_on_error=False, default_env=False)
+    parser.add_function_arguments(export, as_positional=False)
+    try:
+        cfg = parser.parse_args(normalize_flags(list(argv)))
+    except ArgumentError as e:
+        raise ConfigError(_one_line(str(e))) from None
+    return export(cfg.ckpt, cfg.out, cfg.overwrite)
+
+
+if __name__ == "__main__":
+    sys.exit(train_main(sys.argv[1:]))

@@ -1,0 +1,477 @@
+"""Video + text training data: a LightningDataModule that feeds caption and QA rows to a Video-LLM.
+
+It reads a dataset saved with ``datasets`` (``load_from_disk``): SynthVid, or any dataset whose rows
+have ``video`` (a path, relative to the dataset folder or absolute), ``question`` and ``answer``.
+Rows that also have ``options`` (Video-MME style multiple choice, e.g. SynthVid's ``mcq`` table)
+become a prompt with one option per line and the instruction to answer with the letter; their
+answer is the letter. Several tables (sub-folders) can be mixed, e.g. SynthVid's captions, ``mcq``
+and ``openqa``.
+
+Inputs are built by the decoding adapter of the model's family (``build_prompt``: the chat prompt
+with video placeholders expanded, and the family's pixel tensors), from frames read with the
+adapter's own frame budget, so a trained model sees at decode time exactly what it saw in
+training. Videos are decoded (decord, PyAV fallback) inside the DataLoader's worker processes.
+
+Batch contract
+==============
+
+Every batch is a ``dict`` (the Sparrow distillation module consumes the same batches; keep it)::
+
+    input_ids        (B, L) int64   prompt + answer + eos, right-padded with the tokenizer's pad id
+    attention_mask   (B, L) int64   1 on real tokens, 0 on padding
+    labels           (B, L) int64   = input_ids on answer tokens (and the closing eos), -100
+                                    elsewhere; unshifted: the logits at t-1 predict labels[t]
+    answer_mask      (B, L) bool    labels != -100
+    family           str            "qwen2.5-vl" or "llava-ov"
+
+plus the family's vision tensors (float32 on CPU; the model casts them):
+
+    Qwen2.5-VL   pixel_values_videos  (sum_b patches_b, 3 * 2 * 14 * 14) float32, videos concatenated
+                 video_grid_thw       (B, 3) int64   (t, h, w) patch grid of each video
+                 second_per_grid_ts   (B,) float32   seconds per temporal patch
+                 mm_token_type_ids    (B, L) int32   0 text, 2 video placeholder (M-RoPE needs it)
+    LLaVA-OV     pixel_values_videos  (B, T, 3, H, W) float32 (every video must have T frames)
+
+Usage::
+
+    dm = VideoTextDataModule(path="data/cache/synthvid", tables=[".", "mcq"], batch_size=8,
+                             caption_styles=["alpha"], num_workers=4)
+    dm.attach(module.input_spec())          # or let the Trainer do it: setup() asks the module
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+
+The LightningModule provides the preprocessing contract by a method ``input_spec() ->
+InputSpec`` (its HF config, tokenizer, frame budget and adapter options).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.types import Request, VideoClip
+
+log = logging.getLogger(__name__)
+
+#: Video-MME's instruction after the options (the wording SynthVid's MCQ prompts use too).
+MCQ_INSTRUCTION = "Answer with the option's letter from the given choices directly."
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What fixes a model's inputs: the preprocessing half of a release.
+
+    Attributes:
+        hf_config: the transformers config of the model (family and vision geometry).
+        tokenizer: its tokenizer.
+        max_frames: frames sampled per video.
+        adapter_options: options of the decoding adapter (Qwen2.5-VL: ``min_pixels``,
+            ``max_pixels``); written to the release's ``vidspec.json``.
+    """
+
+    hf_config: Any
+    tokenizer: Any
+    max_frames: int = 8
+    adapter_options: dict[str, Any] = field(default_factory=dict)
+
+
+class _ConfigOnlyModel:
+    """Stands in for the HF model where an adapter only reads its config (preprocessing).
+
+    The adapters take a model because decoding needs one; data workers need only the prompt and
+    pixel code, and must never touch the (possibly CUDA) training weights.
+    """
+
+    def __init__(self, config, vocab_size: int):
+        self.config = config
+        self.lm_head = SimpleNamespace(out_features=vocab_size, weight=torch.empty(0))
+        cpu = SimpleNamespace(dtype=torch.float32)
+        self.model = SimpleNamespace(visual=cpu, vision_tower=cpu)
+        self.generation_config = None
+
+
+def preprocessing_adapter(spec: InputSpec):
+    """The decoding adapter of ``spec``'s family around a config-only model (CPU, float32)."""
+    from vidspec.decoding.models import FAMILIES
+
+    model_type = spec.hf_config.model_type
+    if model_type not in FAMILIES:
+        raise ConfigError(f"model type {model_type!r} has no decoding adapter ({sorted(FAMILIES)})")
+    cls, _ = FAMILIES[model_type]
+    vocab = spec.hf_config.get_text_config().vocab_size
+    return cls(_ConfigOnlyModel(spec.hf_config, vocab), spec.tokenizer, "training",
+               max_frames=spec.max_frames, **dict(spec.adapter_options))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One training example before tokenization: prompt text, answer text, absolute video path."""
+
+    prompt: str
+    answer: str
+    video: str
+
+
+def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instruction: str) -> list[Row]:
+    """Turn a ``datasets.Dataset`` into :class:`Row` s (style filter applied to captions).
+
+    Raises:
+        ConfigError: a required column is missing.
+    """
+    cols = set(table.column_names)
+    missing = {"video", "question", "answer"} - cols
+    if missing:
+        raise ConfigError(f"dataset table lacks columns {sorted(missing)} (has {sorted(cols)})")
+    wanted = ["video", "question", "answer"] + [c for c in ("options", "style") if c in cols]
+    rows = []
+    for r in table.select_columns(wanted).to_list():
+        if styles is not None and r.get("style") is not None and r["style"] not in styles:
+            continue
+        if r.get("options"):
+            prompt = "\n".join([r["question"], *r["options"], mcq_instruction])
+        else:
+            prompt = r["question"]
+        video = Path(r["video"])
+        rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video)))
+    return rows
+
+
+class VideoTextDataset(Dataset):
+    """Rows -> tokenized examples with pixels; runs in DataLoader workers.
+
+    Args:
+        rows: the examples.
+        spec: the model's input spec.
+        max_length: most tokens per example (answers are cut to fit; a prompt longer than this
+            is an error). None: no limit.
+        frame_cache: folder for decoded frames (``.npz`` per video and frame budget); later
+            epochs read them instead of decoding the mp4 again. None: always decode.
+    """
+
+    def __init__(self, rows: list[Row], spec: InputSpec, max_length: int | None = None,
+                 frame_cache: str | None = None):
+        self.rows = rows
+        self.spec = spec
+        self.max_length = max_length
+        self.frame_cache = Path(frame_cache) if frame_cache else None
+        self._adapter = None  # built lazily, once per worker process
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_adapter"] = None
+        return state
+
+    @property
+    def adapter(self):
+        if self._adapter is None:
+            self._adapter = preprocessing_adapter(self.spec)
+        return self._adapter
+
+    def _read(self, path: str) -> VideoClip:
+        ad = self.adapter
+        if self.frame_cache is None:
+            return ad.read_video(path)
+        st = os.stat(path)
+        key = hashlib.sha1(
+            f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}:{ad.max_frames}:{ad.max_read_pixels}".encode()
+        ).hexdigest()
+        file = self.frame_cache / f"{key}.npz"
+        if file.is_file():
+            z = np.load(file)
+            return VideoClip(frames=z["frames"], fps=float(z["fps"]), source=path,
+                             timestamps=tuple(z["timestamps"].tolist()), source_num_frames=int(z["n"]),
+                             source_fps=float(z["source_fps"]))
+        clip = ad.read_video(path)
+        self.frame_cache.mkdir(parents=True, exist_ok=True)
+        # Written beside and renamed: a worker killed mid-write leaves no half file behind.
+        tmp = self.frame_cache / f".{key}.{uuid.uuid4().hex[:8]}.npz"
+        np.savez(tmp, frames=clip.frames, fps=clip.fps, timestamps=np.asarray(clip.timestamps, np.float64),
+                 n=clip.source_num_frames, source_fps=clip.source_fps)
+        os.replace(tmp, file)
+        return clip
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        row = self.rows[i]
+        ad = self.adapter
+        tok = self.spec.tokenizer
+        clip = self._read(row.video)
+        prompt_ids, visual = ad.build_prompt(Request(prompt=row.prompt, clip=clip))
+        eos = tok.convert_tokens_to_ids("<|im_end|>")
+        answer = tok(row.answer, add_special_tokens=False)["input_ids"] + [eos]
+        if self.max_length is not None:
+            room = self.max_length - len(prompt_ids)
+            if room < 1:
+                raise ConfigError(f"prompt of {len(prompt_ids)} tokens exceeds max_length {self.max_length} ({row.video})")
+            answer = answer[:room]
+        ids = torch.cat([prompt_ids, torch.tensor(answer, dtype=torch.long)])
+        labels = torch.full_like(ids, -100)
+        labels[len(prompt_ids):] = ids[len(prompt_ids):]
+        sample = {"input_ids": ids, "labels": labels}
+        if ad.family == "qwen2.5-vl":
+            sample["pixel_values_videos"] = visual.tensors["pixel_values_videos"]
+            sample["video_grid_thw"] = visual.extra["video_grid_thw"].cpu()
+            sample["second_per_grid_ts"] = visual.extra["second_per_grid_ts"].float()
+            sample["mm_token_type_ids"] = (ids == ad.video_token_id).to(torch.int32) * 2
+        else:
+            sample["pixel_values_videos"] = visual.tensors["pixel_values_videos"]
+        return sample
+
+
+class Collator:
+    """Pads examples into the batch contract of this module's docstring.
+
+    Args:
+        pad_id: token id used for padding.
+        family: "qwen2.5-vl" or "llava-ov".
+        pad_to_multiple_of: round the padded length up (8 helps GPU kernels).
+    """
+
+    def __init__(self, pad_id: int, family: str, pad_to_multiple_of: int = 1):
+        self.pad_id = pad_id
+        self.family = family
+        self.multiple = max(1, pad_to_multiple_of)
+
+    def __call__(self, samples: list[dict[str, Any]]) -> dict[str, Any]:
+        n = max(s["input_ids"].shape[0] for s in samples)
+        n = -(-n // self.multiple) * self.multiple
+        b = len(samples)
+        input_ids = torch.full((b, n), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((b, n), dtype=torch.long)
+        labels = torch.full((b, n), -100, dtype=torch.long)
+        for i, s in enumerate(samples):
+            k = s["input_ids"].shape[0]
+            input_ids[i, :k] = s["input_ids"]
+            attention[i, :k] = 1
+            labels[i, :k] = s["labels"]
+        batch: dict[str, Any] = {
+            "input_ids": input_ids,
+            "attention_mask": attention,
+            "labels": labels,
+            "answer_mask": labels != -100,
+            "family": self.family,
+        }
+        if self.family == "qwen2.5-vl":
+            mm = torch.zeros((b, n), dtype=torch.int32)
+            for i, s in enumerate(samples):
+                mm[i, : s["mm_token_type_ids"].shape[0]] = s["mm_token_type_ids"]
+            batch["mm_token_type_ids"] = mm
+            batch["pixel_values_videos"] = torch.cat([s["pixel_values_videos"] for s in samples])
+            batch["video_grid_thw"] = torch.cat([s["video_grid_thw"] for s in samples])
+            batch["second_per_grid_ts"] = torch.cat([s["second_per_grid_ts"] for s in samples])
+        else:
+            frames = {tuple(s["pixel_values_videos"].shape) for s in samples}
+            if len(frames) > 1:
+                raise ConfigError(
+                    f"LLaVA-OV batches need videos of equal frame counts, got shapes {sorted(frames)}; "
+                    "use videos with at least max_frames frames"
+                )
+            batch["pixel_values_videos"] = torch.cat([s["pixel_values_videos"] for s in samples])
+        return batch
+
+
+class ResumableSampler(DistributedSampler):
+    """A DistributedSampler that can start mid-epoch, so a resumed run sees the batches it missed.
+
+    The order of epoch e depends only on (seed, e), as in ``DistributedSampler``; ``skip`` drops the
+    first samples of epoch ``epoch`` once, on the next iteration. Being a DistributedSampler, it is
+    kept as it is by Lightning (which would otherwise swap in its own sampler under DDP).
+    """
+
+    def __init__(self, dataset, *, num_replicas: int, rank: int, shuffle: bool, seed: int,
+                 epoch: int = 0, skip: int = 0):
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=shuffle, seed=seed, drop_last=False)
+        self.epoch = epoch
+        self._skip = (epoch, skip) if skip else None
+
+    def __iter__(self):
+        indices = list(super().__iter__())
+        if self._skip is not None:
+            epoch, skip = self._skip
+            self._skip = None
+            if epoch == self.epoch:
+                indices = indices[skip:]
+        return iter(indices)
+
+
+class VideoTextDataModule(L.LightningDataModule):
+    """Caption / QA rows from a dataset on disk, batched for Video-LLM training (see module doc).
+
+    Args:
+        path: dataset folder written by ``datasets`` ``save_to_disk`` (a DatasetDict with splits),
+            e.g. a SynthVid folder.
+        tables: sub-folders of ``path`` holding more tables to mix in ("." is ``path`` itself);
+            SynthVid: "." (captions), "mcq", "openqa".
+        train_split: split used for training.
+        val_split: split used for validation (None: no validation).
+        caption_styles: keep only caption rows whose ``style`` column is one of these (rows without
+            a style, such as questions, are always kept); None keeps every style. Lets a draft
+            train on other wording than its target.
+        batch_size: examples per batch and device.
+        val_batch_size: examples per validation batch (default: batch_size).
+        num_workers: DataLoader worker processes that decode videos (0: in the main process).
+        max_train_samples: use only the first N training rows (after filtering); None: all.
+        max_val_samples: use only the first N validation rows; None: all.
+        shuffle: shuffle training rows each epoch (order fixed by seed and epoch).
+        seed: seed of the shuffling order.
+        max_length: most tokens per example (answers are truncated to fit).
+        pad_to_multiple_of: round padded batch lengths up to a multiple of this.
+        frame_cache: folder to cache decoded frames in (fast later epochs); None: decode each time.
+        video_root: folder video paths are relative to (default: ``path``).
+        mcq_instruction: instruction after the options of multiple-choice rows.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        tables: list[str] | None = None,
+        train_split: str = "train",
+        val_split: str | None = "validation",
+        caption_styles: list[str] | None = None,
+        batch_size: int = 8,
+        val_batch_size: int | None = None,
+        num_workers: int = 0,
+        max_train_samples: int | None = None,
+        max_val_samples: int | None = 64,
+        shuffle: bool = True,
+        seed: int = 0,
+        max_length: int | None = None,
+        pad_to_multiple_of: int = 1,
+        frame_cache: str | None = None,
+        video_root: str | None = None,
+        mcq_instruction: str = MCQ_INSTRUCTION,
+    ):
+        super().__init__()
+        if batch_size < 1 or num_workers < 0:
+            raise ConfigError(f"need batch_size >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
+        self.save_hyperparameters()
+        self.path = Path(path)
+        self.tables = list(tables or ["."])
+        self.train_split = train_split
+        self.val_split = val_split
+        self.caption_styles = set(caption_styles) if caption_styles else None
+        self.batch_size = batch_size
+        self.val_batch_size = val_batch_size or batch_size
+        self.num_workers = num_workers
+        self.max_train_samples = max_train_samples
+        self.max_val_samples = max_val_samples
+        self.shuffle = shuffle
+        self.seed = seed
+        self.max_length = max_length
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.frame_cache = frame_cache
+        self.video_root = Path(video_root) if video_root else self.path
+        self.mcq_instruction = mcq_instruction
+        self.spec: InputSpec | None = None
+        self.train_set: VideoTextDataset | None = None
+        self.val_set: VideoTextDataset | None = None
+        self._resume: dict[str, int] | None = None
+
+    # ---- wiring -------------------------------------------------------------------------------
+    def attach(self, spec: InputSpec) -> None:
+        """Use ``spec`` (the model's input contract) to build examples."""
+        self.spec = spec
+
+    def _rows(self, split: str, limit: int | None) -> list[Row]:
+        from datasets import Dataset, DatasetDict, load_from_disk
+
+        if not self.path.is_dir():
+            raise ConfigError(f"dataset folder not found: {self.path}")
+        rows: list[Row] = []
+        for name in self.tables:
+            folder = self.path / name
+            try:
+                data = load_from_disk(str(folder))
+            except FileNotFoundError as e:
+                raise ConfigError(f"cannot load dataset table {folder}: {e}") from None
+            if isinstance(data, DatasetDict):
+                if split not in data:
+                    raise ConfigError(f"{folder} has no split {split!r} (has {list(data)})")
+                table = data[split]
+            elif isinstance(data, Dataset):
+                table = data
+            else:
+                raise ConfigError(f"{folder} is not a datasets Dataset or DatasetDict")
+            rows += rows_from_table(table, self.video_root, self.caption_styles, self.mcq_instruction)
+        if self.caption_styles is not None and not rows:
+            raise ConfigError(f"no rows of styles {sorted(self.caption_styles)} in split {split!r} of {self.path}")
+        if not rows:
+            raise ConfigError(f"split {split!r} of {self.path} has no rows")
+        return rows[:limit] if limit is not None else rows
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.spec is None:
+            module = self.trainer.lightning_module if self.trainer is not None else None
+            if module is None or not hasattr(module, "input_spec"):
+                raise ConfigError("VideoTextDataModule needs an input spec: call attach() or use a module "
+                                  "with an input_spec() method")
+            self.spec = module.input_spec()
+        if stage in (None, "fit") and self.train_set is None:
+            self.train_set = VideoTextDataset(self._rows(self.train_split, self.max_train_samples), self.spec,
+                                              self.max_length, self.frame_cache)
+        if stage in (None, "fit", "validate") and self.val_split and self.val_set is None:
+            self.val_set = VideoTextDataset(self._rows(self.val_split, self.max_val_samples), self.spec,
+                                            self.max_length, self.frame_cache)
+
+    def collator(self) -> Collator:
+        assert self.spec is not None
+        tok = self.spec.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.convert_tokens_to_ids("<|im_end|>")
+        return Collator(pad, preprocessing_adapter(self.spec).family, self.pad_to_multiple_of)
+
+    def _world(self) -> tuple[int, int]:
+        t = self.trainer
+        return (t.world_size, t.global_rank) if t is not None else (1, 0)
+
+    # ---- loaders ------------------------------------------------------------------------------
+    def train_dataloader(self) -> DataLoader:
+        assert self.train_set is not None, "call setup('fit') first"
+        world, rank = self._world()
+        epoch, skip = 0, 0
+        if self._resume is not None:
+            per_rank = -(-len(self.train_set) // world)
+            batches = -(-per_rank // self.batch_size)
+            epoch, done = self._resume["epoch"], self._resume["batches"]
+            # A checkpoint taken after the epoch's last batch resumes at the next epoch.
+            epoch, skip = (epoch + 1, 0) if done >= batches else (epoch, done * self.batch_size)
+            self._resume = None
+        sampler = ResumableSampler(self.train_set, num_replicas=world, rank=rank, shuffle=self.shuffle,
+                                   seed=self.seed, epoch=epoch, skip=skip)
+        return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collator(),
+                          num_workers=self.num_workers, persistent_workers=False,
+                          pin_memory=torch.cuda.is_available())
+
+    def val_dataloader(self) -> DataLoader | list:
+        if self.val_set is None:
+            return []
+        world, rank = self._world()
+        sampler = DistributedSampler(self.val_set, num_replicas=world, rank=rank, shuffle=False)
+        return DataLoader(self.val_set, batch_size=self.val_batch_size, sampler=sampler,
+                          collate_fn=self.collator(), num_workers=self.num_workers)
+
+    # ---- exact resume -------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, int]:
+        """Where training is in the data: the epoch and batches done in it (saved in checkpoints)."""
+        t = self.trainer
+        if t is None:
+            return {}
+        return {"epoch": int(t.current_epoch),
+                "batches": int(t.fit_loop.epoch_loop.batch_progress.current.processed)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state:
+            self._resume = dict(state)

@@ -1,0 +1,283 @@
+"""Training checkpoint -> release folder that decoding and evaluation load (``vidspec export``).
+
+A release is a Hugging Face-format folder::
+
+    OUT/config.json, model.safetensors, generation_config.json   save_pretrained (safetensors)
+    OUT/tokenizer.json, tokenizer_config.json, ...                the training tokenizer
+    OUT/vidspec.json      {"adapter_options": {...}, "max_frames": N}: read by load_target
+    OUT/manifest.json     git SHA, module, training config, final metrics, sha256 fingerprint
+    OUT/README.md         model card (what it is, how it was trained, the command to retrain)
+
+Which files a module writes is up to an *exporter* registered for its class; the driver
+(:func:`export_checkpoint`) loads the checkpoint, calls the exporter, and writes the manifest,
+fingerprint and card for every kind of module. Another module type (e.g. a Sparrow draft)
+registers its own::
+
+    from vidspec.draft_training.export import ExportContext, register_exporter
+
+    @register_exporter(SparrowModule)
+    def export_sparrow(module, out: Path, ctx: ExportContext) -> dict:
+        ...write weights (safetensors) and config files into out...
+        return {"kind": "sparrow-draft", "target": ..., "card": "markdown lines for the card"}
+
+Lookup follows the module class's MRO, so subclasses inherit their parent's exporter.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vidspec.decoding.errors import ConfigError
+
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class ExportContext:
+    """What an exporter may use besides the module.
+
+    Attributes:
+        ckpt_path: the training checkpoint.
+        run_config: the resolved ``vidspec train`` config (dict) or None.
+        metrics: final logged metrics of the run (``train/loss``, ``val/loss``, ``global_step``...).
+        extra: anything the driver adds later.
+    """
+
+    ckpt_path: str
+    run_config: dict | None
+    metrics: dict[str, float]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+#: An exporter writes a module's model files into a folder and returns manifest fields
+#: (``kind`` and anything else worth recording; an optional ``card`` string is added to README.md).
+Exporter = Callable[[Any, Path, ExportContext], dict]
+
+EXPORTERS: dict[type, Exporter] = {}
+
+
+def register_exporter(module_cls: type) -> Callable[[Exporter], Exporter]:
+    """Decorator: use the decorated function to export modules of ``module_cls`` (and subclasses)."""
+
+    def deco(fn: Exporter) -> Exporter:
+        EXPORTERS[module_cls] = fn
+        return fn
+
+    return deco
+
+
+def exporter_for(module) -> Exporter:
+    """The exporter registered for ``module``'s class or its nearest base class.
+
+    A module may instead define ``export(out_dir, ctx) -> dict`` itself.
+
+    Raises:
+        ConfigError: nothing is registered for the class.
+    """
+    for cls in type(module).__mro__:
+        if cls in EXPORTERS:
+            return EXPORTERS[cls]
+    if callable(getattr(module, "export", None)):
+        return lambda m, out, ctx: m.export(out, ctx)
+    raise ConfigError(f"no exporter registered for {type(module).__qualname__} (see vidspec.draft_training.export)")
+
+
+# ---- the SFT exporter (registered by vidspec.draft_training.sft) ----------------------------------
+def export_vlm(module, out: Path, ctx: ExportContext) -> dict:
+    """Exporter of :class:`~vidspec.draft_training.sft.VLMSFTModule`: a plain HF Video-LLM folder."""
+    model = module.model
+    model.config.name_or_path = str(out)
+    model.save_pretrained(str(out), safe_serialization=True)
+    module.tokenizer.save_pretrained(str(out))
+    (out / "vidspec.json").write_text(json.dumps(
+        {"adapter_options": dict(module.adapter_options), "max_frames": int(module.max_frames)}, indent=2) + "\n")
+    text = model.config.get_text_config()
+    n = sum(p.numel() for p in model.parameters())
+    arch = module.hparams.get("arch")
+    return {
+        "kind": "video-llm",
+        "family": module.family,
+        "parameters": n,
+        "layers": text.num_hidden_layers,
+        "hidden_size": text.hidden_size,
+        "arch": arch,
+        "init_from": module.hparams.get("init_from"),
+        "card": (
+            f"A {module.family} Video-LLM ({text.num_hidden_layers} layers, hidden {text.hidden_size}, "
+            f"{n / 1e6:.2f}M parameters) trained with supervised fine-tuning on captions and questions "
+            f"(loss on answer tokens only), {module.max_frames} frames per video."
+        ),
+    }
+
+
+# ---- the driver ----------------------------------------------------------------------------------
+def git_sha(path: str | Path | None = None) -> str | None:
+    """Commit of the repository holding ``path`` (this file by default), "+dirty" if modified."""
+    where = str(Path(path or __file__).resolve().parent)
+    try:
+        sha = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha + ("+dirty" if dirty else "")
+
+
+def fingerprint(folder: Path) -> str:
+    """sha256 over the weight files (``*.safetensors``, sorted by name): names and bytes."""
+    h = hashlib.sha256()
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise ConfigError(f"the exporter wrote no .safetensors file into {folder}")
+    for f in files:
+        h.update(f.name.encode() + b"\0")
+        with f.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
+    """Rebuild the LightningModule a ``vidspec train`` checkpoint came from (class from the checkpoint).
+
+    Raises:
+        ConfigError: missing or foreign checkpoint.
+    """
+    path = Path(ckpt_path)
+    if not path.is_file():
+        raise ConfigError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(str(path), map_location=map_location, weights_only=False)
+    except Exception as e:  # corrupt or not a torch file
+        raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
+    info = ckpt.get("vidspec") if isinstance(ckpt, dict) else None
+    if not info or "module" not in info:
+        raise ConfigError(f"{path} is not a vidspec training checkpoint (no 'vidspec' entry)")
+    mod_name, _, cls_name = info["module"].rpartition(".")
+    cls = getattr(importlib.import_module(mod_name), cls_name)
+    # LightningCLI adds private keys (``_class_path``, ``_instantiator``) to the hyperparameters.
+    hparams = {k: v for k, v in ckpt.get("hyper_parameters", {}).items() if not k.startswith("_")}
+    module = cls(**hparams)
+    module.load_state_dict(ckpt["state_dict"])
+    module.eval()
+    module.vidspec_run_config = info.get("run_config")
+    return module, ckpt
+
+
+def _card(manifest: dict, extra: str | None) -> str:
+    cfg_cmd = "vidspec train fit --config config.yaml"
+    lines = [
+        f"# {manifest['name']}",
+        "",
+        extra or "A vidspec model.",
+        "",
+        "## Use",
+        "",
+        "```",
+        f"vidspec generate --target {manifest['name']} --video clip.mp4 --prompt \"Describe the video in detail.\"",
+        "```",
+        "",
+        "Load in Python with `vidspec.decoding.models.load_target(path)`; the frame budget and adapter options "
+        "are in `vidspec.json`.",
+        "",
+        "## Training",
+        "",
+        f"- module: `{manifest['module']}`",
+        f"- steps: {manifest['metrics'].get('global_step', 'unknown')}",
+        f"- git: `{manifest['git_sha']}`",
+        f"- data: `{manifest.get('data_path')}`" + (f" (caption styles {manifest['caption_styles']})"
+                                                   if manifest.get("caption_styles") else ""),
+        "",
+        "Retrain: `manifest.json` holds the resolved training config under `training_config`; save it as "
+        f"YAML and run `{cfg_cmd}`.",
+        "",
+        "## Final metrics",
+        "",
+        *[f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in sorted(manifest["metrics"].items())],
+        "",
+        f"Weights fingerprint (sha256 of the safetensors files): `{manifest['fingerprint']}`",
+        "",
+        "Trained on synthetic data for testing speculative decoding; not a general-purpose model.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: bool = False) -> Path:
+    """Export a training checkpoint into a release folder (see the module docstring).
+
+    The folder is written beside ``out_dir`` and renamed at the end, so a failed export leaves no
+    folder that looks like a release.
+
+    Raises:
+        ConfigError: bad checkpoint, unregistered module type, or ``out_dir`` exists (without
+            ``overwrite``).
+    """
+    out = Path(out_dir).absolute()
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise ConfigError(f"--out {out} exists and is not empty (pass --overwrite to replace it)")
+    module, ckpt = load_module(ckpt_path)
+    info = ckpt["vidspec"]
+    ctx = ExportContext(str(ckpt_path), info.get("run_config"), dict(info.get("metrics") or {}))
+    fn = exporter_for(module)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        fields = dict(fn(module, tmp, ctx) or {})
+        card_text = fields.pop("card", None)
+        data_cfg = ((ctx.run_config or {}).get("data") or {})
+        data_args = data_cfg.get("init_args", data_cfg) if isinstance(data_cfg, dict) else {}
+        manifest = {
+            "manifest_version": MANIFEST_VERSION,
+            "name": out.name,
+            "module": info["module"],
+            **fields,
+            "git_sha": git_sha(),
+            "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "checkpoint": str(Path(ckpt_path).absolute()),
+            "data_path": data_args.get("path"),
+            "caption_styles": data_args.get("caption_styles"),
+            "metrics": ctx.metrics,
+            "fingerprint": fingerprint(tmp),
+            "versions": {"torch": torch.__version__, "transformers": _version("transformers"),
+                         "lightning": _version("lightning"), "python": platform.python_version()},
+            "training_config": ctx.run_config,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        (tmp / "README.md").write_text(_card(manifest, card_text))
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(out, old)
+            os.replace(tmp, out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None

@@ -1,0 +1,272 @@
+"""Supervised fine-tuning of a Hugging Face Video-LLM on caption and QA data (loss on answers only).
+
+``VLMSFTModule`` trains ``Qwen2_5_VLForConditionalGeneration`` or
+``LlavaOnevisionForConditionalGeneration``, built from scratch from an :class:`ArchConfig` and a
+tokenizer, or loaded from a checkpoint folder in Hugging Face format (``init_from``). It consumes
+the batches of :mod:`vidspec.draft_training.data` and logs ``train/loss``, ``train/lr`` and
+``train/tokens_per_s`` (every token of the padded batch that is not padding, all ranks) to the
+Trainer's logger (TensorBoard in the recipes).
+
+In a recipe (``vidspec train fit --config configs/train/synthvid-target-cpu.yaml``)::
+
+    model:
+      class_path: vidspec.draft_training.sft.VLMSFTModule
+      init_args:
+        tokenizer: data/cache/synthvid/tokenizer
+        arch: {family: llava-ov, hidden_size: 128, num_layers: 4}
+        max_frames: 8
+        optim: {lr: 1.0e-3, warmup_steps: 50}
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.draft_training.arch import ArchConfig, build_hf_config, family_of, hf_model_class
+from vidspec.draft_training.data import InputSpec
+from vidspec.draft_training.export import export_vlm, register_exporter
+
+#: Batch keys each family's vision tower reads.
+VISION_KEYS = {
+    "qwen2.5-vl": ("pixel_values_videos", "video_grid_thw", "second_per_grid_ts", "mm_token_type_ids"),
+    "llava-ov": ("pixel_values_videos",),
+}
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """AdamW with linear warmup and cosine decay.
+
+    Attributes:
+        lr: peak learning rate.
+        weight_decay: decoupled weight decay on matrices (not on norms, biases or embeddings).
+        betas: Adam betas.
+        eps: Adam epsilon.
+        warmup_steps: optimizer steps of linear warmup from 0 to ``lr``.
+        min_lr_ratio: the cosine ends at ``lr * min_lr_ratio``.
+        total_steps: optimizer steps of the schedule; None takes the Trainer's estimate (from
+            ``max_steps`` or ``max_epochs``).
+    """
+
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-8
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.1
+    total_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0 or self.warmup_steps < 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError(f"optim: need lr > 0, warmup_steps >= 0, 0 <= min_lr_ratio <= 1; got {self}")
+
+
+def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
+    """Multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
+    if warmup and step < warmup:
+        return (step + 1) / warmup
+    span = max(1, total - warmup)
+    progress = min(1.0, (step - warmup) / span)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _as(cls, value):
+    # load_from_checkpoint passes the saved hyperparameters back as plain dicts.
+    if isinstance(value, dict):
+        if "betas" in value:
+            value = {**value, "betas": tuple(value["betas"])}
+        return cls(**value)
+    return value
+
+
+class VLMSFTModule(L.LightningModule):
+    """Supervised fine-tuning of a Video-LLM; cross-entropy on answer tokens only.
+
+    Args:
+        tokenizer: tokenizer folder (e.g. a SynthVid dataset's ``tokenizer``); default: the one
+            in ``init_from``.
+        arch: sizes of a model built from scratch (ignored with ``init_from``).
+        init_from: a Hugging Face model folder (or a vidspec release) to start from.
+        max_frames: frames sampled per video, in training and (via the release) at decode time.
+        adapter_options: decoding adapter options, e.g. Qwen2.5-VL's ``{"min_pixels": 3136,
+            "max_pixels": 12544}``; default: those in ``init_from``'s vidspec.json, if any.
+        optim: optimizer and schedule.
+        attn_implementation: transformers attention kernel ("sdpa", "eager", "flash_attention_2").
+        gradient_checkpointing: recompute activations in backward (saves memory on deep targets).
+    """
+
+    def __init__(
+        self,
+        tokenizer: str | None = None,
+        arch: ArchConfig | None = None,
+        init_from: str | None = None,
+        max_frames: int = 8,
+        adapter_options: dict[str, Any] | None = None,
+        optim: OptimConfig | None = None,
+        attn_implementation: str = "sdpa",
+        gradient_checkpointing: bool = False,
+    ):
+        super().__init__()
+        arch = _as(ArchConfig, arch)
+        optim = _as(OptimConfig, optim) or OptimConfig()
+        if arch is None and init_from is None:
+            raise ConfigError("VLMSFTModule needs arch (a model from scratch) or init_from (a checkpoint folder)")
+        if max_frames < 1:
+            raise ConfigError(f"max_frames must be positive, got {max_frames}")
+        # Plain data only: checkpoints then load with torch.load(weights_only=True).
+        self.save_hyperparameters({
+            "tokenizer": tokenizer, "arch": asdict(arch) if arch else None, "init_from": init_from,
+            "max_frames": max_frames, "adapter_options": adapter_options, "optim": asdict(optim),
+            "attn_implementation": attn_implementation, "gradient_checkpointing": gradient_checkpointing,
+        })
+        self.optim = optim
+        self.max_frames = max_frames
+        self.tokenizer = _load_tokenizer(tokenizer or init_from)
+        saved = _release_options(init_from) if init_from else {}
+        self.adapter_options = dict(adapter_options if adapter_options is not None else saved.get("adapter_options", {}))
+        if init_from:
+            config = None
+            try:
+                from transformers import AutoConfig
+
+                config = AutoConfig.from_pretrained(init_from)
+                self.model = hf_model_class(family_of(config)).from_pretrained(
+                    init_from, dtype=torch.float32, attn_implementation=attn_implementation)
+            except OSError as e:
+                raise ConfigError(f"cannot load init_from={init_from!r}: {str(e).splitlines()[0]}") from None
+        else:
+            config = build_hf_config(arch, self.tokenizer)
+            config._attn_implementation = attn_implementation
+            self.model = hf_model_class(arch.family)(config)
+        self.family = family_of(self.model.config)
+        if gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        self.vidspec_run_config: dict | None = None  # the resolved CLI config, set by `vidspec train`
+        self._last_step_t: float | None = None
+
+    # ---- the contract the datamodule and exporters use ---------------------------------------
+    def input_spec(self) -> InputSpec:
+        """The preprocessing contract of this model (see :mod:`vidspec.draft_training.data`)."""
+        return InputSpec(self.model.config, self.tokenizer, self.max_frames, dict(self.adapter_options))
+
+    def as_target(self, name: str = "training"):
+        """This model wrapped in its decoding adapter (for evaluation and tests)."""
+        from vidspec.decoding.models import FAMILIES
+
+        cls, _ = FAMILIES[self.model.config.model_type]
+        return cls(self.model, self.tokenizer, name, max_frames=self.max_frames, **self.adapter_options)
+
+    # ---- forward / loss -----------------------------------------------------------------------
+    def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        kw = {k: batch[k] for k in VISION_KEYS[self.family] if k in batch}
+        pix = kw.get("pixel_values_videos")
+        if pix is not None:
+            tower = self.model.model.visual if self.family == "qwen2.5-vl" else self.model.model.vision_tower
+            kw["pixel_values_videos"] = pix.to(next(tower.parameters()).dtype)
+        return kw
+
+    def hidden_states(self, batch: dict[str, Any]) -> torch.Tensor:
+        """``(B, L, d)`` final hidden states (after the final norm) of the language model."""
+        out = self.model.model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
+            return_dict=True, **self._vision_kwargs(batch),
+        )
+        return out.last_hidden_state
+
+    def loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
+        """Mean next-token cross-entropy over answer tokens, and their number."""
+        h = self.hidden_states(batch)
+        target = batch["labels"][:, 1:]
+        sel = target != -100
+        # The LM head runs only on answer positions: most of a video prompt is never predicted.
+        logits = self.model.lm_head(h[:, :-1][sel])
+        n = int(sel.sum())
+        if n == 0:
+            return logits.sum() * 0.0, 0
+        return F.cross_entropy(logits.float(), target[sel]), n
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        loss, n = self.loss(batch)
+        bs = batch["input_ids"].shape[0]
+        self.log("train/loss", loss, on_step=True, prog_bar=True, batch_size=bs)
+        self.log("train/answer_tokens", float(n), on_step=True, batch_size=bs)
+        opt = self.optimizers(use_pl_optimizer=False) if self._trainer is not None else None
+        if opt is not None:
+            self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, prog_bar=True, batch_size=bs)
+        now = time.perf_counter()
+        if self._last_step_t is not None:
+            tokens = float(batch["attention_mask"].sum()) * self.trainer.world_size
+            self.log("train/tokens_per_s", tokens / max(now - self._last_step_t, 1e-9), on_step=True,
+                     batch_size=bs)
+        self._last_step_t = now
+        return loss
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        loss, n = self.loss(batch)
+        self.log("val/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=max(n, 1))
+
+    def on_train_epoch_start(self) -> None:
+        self._last_step_t = None
+
+    # ---- optimizer ----------------------------------------------------------------------------
+    def configure_optimizers(self):
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (decay if p.ndim >= 2 and "embed" not in name else no_decay).append(p)
+        o = self.optim
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=o.lr, betas=tuple(o.betas), eps=o.eps,
+        )
+        total = o.total_steps or int(self.trainer.estimated_stepping_batches)
+        if total <= 0 or total > 10**9:
+            raise ConfigError("set trainer.max_steps (or optim.total_steps) so the LR schedule has a length")
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: lr_factor(s, o.warmup_steps, total, o.min_lr_ratio))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # ---- checkpoints --------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        cls = type(self)
+        metrics = {}
+        if self._trainer is not None:
+            metrics = {k: float(v) for k, v in self.trainer.callback_metrics.items()
+                       if isinstance(v, (int, float, torch.Tensor)) and torch.as_tensor(v).numel() == 1}
+            metrics["global_step"] = int(self.trainer.global_step)
+        checkpoint["vidspec"] = {
+            "module": f"{cls.__module__}.{cls.__qualname__}",
+            "run_config": self.vidspec_run_config,
+            "metrics": metrics,
+        }
+
+
+register_exporter(VLMSFTModule)(export_vlm)
+
+
+def _load_tokenizer(path: str | None):
+    if path is None:
+        raise ConfigError("VLMSFTModule needs tokenizer (a tokenizer folder) when not starting from init_from")
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot load tokenizer {path!r}: {str(e).splitlines()[0]}") from None
+
+
+def _release_options(path: str) -> dict:
+    import json
+    from pathlib import Path
+
+    f = Path(path) / "vidspec.json"
+    return json.loads(f.read_text()) if f.is_file() else {}
