@@ -161,10 +161,12 @@ class HFVideoTarget:
         ids = ids + self.tokenizer(after, add_special_tokens=False)["input_ids"]
         return torch.tensor(ids, dtype=torch.long), visual
 
-    def _lm(self, embeds: torch.Tensor, positions: torch.Tensor, cache, hidden: bool):
+    def _lm(self, embeds: torch.Tensor, positions: torch.Tensor, cache, hidden: bool,
+            attention_mask: torch.Tensor | None = None):
         lm = self.model.model.language_model
         return lm(
             inputs_embeds=embeds,
+            attention_mask=attention_mask,
             position_ids=positions,
             use_cache=True,
             output_hidden_states=hidden,
@@ -234,6 +236,55 @@ class HFVideoTarget:
             raise ValueError(f"cannot roll forward from {state.length} to {length}")
         crop_cache(state.cache, length)
         state.length = length
+        state.extra.pop("tree_base", None)
+
+    # ---- trees (eager reference of vidspec.decoding.fast.FastTarget.verify_tree) ---------------
+    @torch.inference_mode()
+    def verify_tree(self, state: TargetState, tokens: list[int], parents: list[int],
+                    need: frozenset[str] = frozenset()) -> VerifyOutput:
+        """Run a token tree after the cache: each node sees the prefix, its ancestors and itself.
+
+        One tree per call (``parents[i]`` is an earlier node of this call, or -1 for a root); a
+        node's position is the root position plus its depth. Close with :meth:`commit_tree`.
+
+        Returns:
+            Rows in node order, as :meth:`verify`.
+        """
+        from vidspec.decoding.fast.tree import tree_mask_and_depth
+
+        if "tree_base" in state.extra:
+            raise RuntimeError("a tree is already open on this state: commit_tree or rollback first")
+        dev = self.device
+        anc, depth = tree_mask_and_depth(list(parents))
+        n, base = len(tokens), state.length
+        input_ids = torch.tensor([tokens], dtype=torch.long, device=dev)
+        embeds = self.model.get_input_embeddings()(input_ids)
+        visible = torch.cat([torch.ones(n, base, dtype=torch.bool), anc], dim=1).to(dev)
+        mask = torch.zeros(visible.shape, dtype=embeds.dtype, device=dev)
+        mask = mask.masked_fill(~visible, torch.finfo(embeds.dtype).min)[None, None]
+        positions = self.step_positions(state, 1) + torch.tensor(depth, device=dev)
+        want_hidden = bool(need & {"penult", "mid"})
+        out = self._lm(embeds, positions, state.cache, want_hidden, attention_mask=mask)
+        state.length += n
+        state.extra["tree_base"] = base
+        h_last = out.last_hidden_state[0]
+        hs = out.hidden_states if want_hidden else None
+        return VerifyOutput(
+            logits=self.model.lm_head(h_last).float(),
+            hidden_last=h_last if "last" in need else None,
+            hidden_penult=hs[-2][0] if hs is not None and "penult" in need else None,
+            hidden_mid=hs[state.relevance_layer][0] if hs is not None and "mid" in need else None,
+        )
+
+    @torch.inference_mode()
+    def commit_tree(self, state: TargetState, path: list[int]) -> None:
+        """Keep the tree nodes ``path`` (root to leaf) after the prefix and drop the other nodes."""
+        base = state.extra.pop("tree_base")
+        keep = torch.cat([torch.arange(base), base + torch.tensor(path, dtype=torch.long)]).to(self.device)
+        for layer in state.cache.layers:
+            layer.keys = layer.keys.index_select(-2, keep)
+            layer.values = layer.values.index_select(-2, keep)
+        state.length = base + len(path)
 
     def decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)

@@ -1,0 +1,350 @@
+"""Tree drafting: an EAGLE-2-style dynamic draft tree verified in one target pass.
+
+Usage::
+
+    from vidspec.decoding.fast import FastTarget, TreeModelDrafter, TreeSpeculativeDecoder
+    target = FastTarget(load_target("tiny-qwen2.5-vl"))
+    drafter = TreeModelDrafter(FastTarget(load_target("tiny-qwen2.5-vl-draft")))
+    dec = TreeSpeculativeDecoder(target, drafter, total_tokens=30, depth=4, top_k=8)
+    result = dec.generate(Request("Describe the video.", clip), max_new_tokens=64)
+
+**The tree** (EAGLE-2, built from the draft model's own distributions): the root is the last
+emitted token ``x_last``; its ``top_k`` most likely children form depth 1. At each further depth
+the current frontier (``top_k`` nodes) is run through the draft in one tree-masked pass, every
+frontier node proposes its ``top_k`` most likely children, and the ``top_k`` children with the
+highest *cumulative* draft log-probability become the next frontier. After ``depth`` levels all
+generated nodes are reranked by cumulative log-probability and the best ``total_tokens`` are kept
+(ties broken towards shallower nodes, so a kept node's parent is always kept).
+
+**Tree attention and positions.** Every node attends to the committed prefix, to its ancestors
+and to itself (:func:`tree_mask_and_depth`). A node's position is the root's position plus its
+depth: for Qwen2.5-VL the three M-RoPE axes of a text token are equal, so a node at depth ``d``
+gets ``(p, p, p)`` with ``p = cache length + rope delta + d``, exactly the position it would have
+in a chain; siblings share positions.
+
+**Strict verification is lossless on a tree**: starting at the root, follow the child whose token
+equals the target's argmax at the current node; stop when no child matches. The followed nodes are
+accepted, the target's argmax at the last one is the bonus/correction token. This is the longest
+path the target itself would have produced, so greedy output is token-identical to AR decoding.
+
+**Loose verifiers (LVSpec, PST, FLy) on a tree** [choice]: the tree is reduced to its *best path*
+and the chain verifier decides along it. The best path follows strict matches from the root as far
+as they go (the strictly accepted path), then continues through the child with the highest
+cumulative draft score down to a leaf. The chain verifier sees that path as a proposal, with the
+target rows of its nodes as the verify output; its decision ``n`` keeps the first ``n`` path
+nodes. A loose rule can therefore only extend the strict path, at the first mismatch and beyond,
+along the draft's most confident continuation; with :class:`StrictVerifier` it reduces to the
+strict tree rule above. The kept nodes' K/V were computed with tree attention over exactly their
+ancestors, so keeping them is a cache compaction, never a recomputation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from vidspec.decoding.models.base import HFVideoTarget
+from vidspec.decoding.types import (
+    Decision,
+    GenerationResult,
+    Proposal,
+    Request,
+    StepRecord,
+    TargetModel,
+    TargetState,
+    Timings,
+    Verifier,
+    VerifyContext,
+    VerifyOutput,
+)
+from vidspec.decoding.verifiers.strict import StrictVerifier
+
+
+def tree_mask_and_depth(parents: list[int]) -> tuple[torch.Tensor, list[int]]:
+    """Ancestor mask and depths of a tree given by parent indices.
+
+    Args:
+        parents: per node, the index of its parent (an earlier node) or -1 for a root.
+
+    Returns:
+        ``(N, N) bool`` mask (row i: the ancestors of i and i itself) and per-node depths
+        (roots 0).
+    """
+    n = len(parents)
+    mask = torch.zeros(n, n, dtype=torch.bool)
+    depth: list[int] = []
+    for i, p in enumerate(parents):
+        if not -1 <= p < i:
+            raise ValueError(f"node {i}: parent {p} must be -1 or an earlier node")
+        if p >= 0:
+            mask[i] = mask[p]
+        mask[i, i] = True
+        depth.append(0 if p < 0 else depth[p] + 1)
+    return mask, depth
+
+
+@dataclass(frozen=True)
+class DraftTree:
+    """Draft nodes below the root ``x_last``, parents before children.
+
+    Attributes:
+        tokens: node tokens.
+        parents: per node, the index of its parent node, -1 for children of the root.
+        scores: cumulative draft log-probabilities (root = 0).
+    """
+
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    scores: tuple[float, ...]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def with_root(self, root: int) -> tuple[list[int], list[int]]:
+        """Tokens and parents of the verify tree ``[x_last, nodes...]`` (node i becomes i + 1)."""
+        return [root, *self.tokens], [-1, *[p + 1 for p in self.parents]]
+
+
+def best_path(tokens: list[int], parents: list[int], scores: list[float], argmax: list[int]) -> tuple[list[int], int]:
+    """The path a verifier decides along (see the module docstring).
+
+    Args:
+        tokens, parents: the verify tree (node 0 = root ``x_last``).
+        scores: cumulative draft scores per node (root included).
+        argmax: the target's greedy token per node.
+
+    Returns:
+        Node indices root to leaf and the number of strictly matching nodes after the root.
+    """
+    children: dict[int, list[int]] = defaultdict(list)
+    for i, p in enumerate(parents):
+        if p >= 0:
+            children[p].append(i)
+    path, cur, matched, strict = [0], 0, 0, True
+    while children[cur]:
+        kids = children[cur]
+        hit = [c for c in kids if tokens[c] == argmax[cur]] if strict else []
+        if hit:
+            cur = hit[0]
+            matched += 1
+        else:
+            strict = False
+            cur = max(kids, key=lambda c: scores[c])
+        path.append(cur)
+    return path, matched
+
+
+class TreeModelDrafter:
+    """A separate small VLM drafts an EAGLE-2 dynamic tree (greedy / top-k by draft probability).
+
+    The draft model must support tree sessions (:class:`~vidspec.decoding.fast.FastTarget`, which
+    runs eagerly on CPU); an eager adapter passed here is wrapped in one.
+
+    Args:
+        model: the draft model (same family and vocabulary as the target).
+    """
+
+    def __init__(self, model):
+        from vidspec.decoding.fast.target import FastTarget
+
+        if isinstance(model, HFVideoTarget):
+            model = FastTarget(model)
+        self.model = model
+        self.name = f"tree:{model.name}"
+        self.need: frozenset[str] = frozenset()
+        self._state: TargetState | None = None
+        self._seq: list[int] = []
+        self._base = 0
+
+    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+        self._state = self.model.prefill(state.request)
+        self._base = self._state.length
+        self._seq = [first_token]
+
+    @torch.inference_mode()
+    def propose_tree(self, depth: int, top_k: int, total: int) -> DraftTree:
+        """Grow the tree (``depth`` draft passes) and keep the best ``total`` nodes."""
+        state = self._state
+        assert state is not None, "begin() first"
+        m = self.model
+        pending = self._seq[state.length - self._base:]
+        out = m.verify(state, pending)
+        committed = state.length
+        tokens: list[int] = []
+        parents: list[int] = []
+        scores: list[float] = []
+        depths: list[int] = []
+        lp = torch.log_softmax(out.logits[-1].float(), -1)
+        v, i = lp.topk(top_k)
+        for s, t in zip(v.tolist(), i.tolist()):
+            tokens.append(t)
+            parents.append(-1)
+            scores.append(s)
+            depths.append(1)
+        frontier = list(range(len(tokens)))
+        session: dict[int, int] = {}  # node -> index in the draft's tree session
+        fed = 0
+        for _ in range(depth - 1):
+            toks = [tokens[f] for f in frontier]
+            pars = [session[parents[f]] if parents[f] >= 0 else -1 for f in frontier]
+            out = m.verify_tree(state, toks, pars)
+            for j, f in enumerate(frontier):
+                session[f] = fed + j
+            fed += len(frontier)
+            lp = torch.log_softmax(out.logits.float(), -1)
+            v, i = lp.topk(top_k, dim=-1)
+            cand = (torch.tensor([scores[f] for f in frontier])[:, None] + v.cpu()).flatten()
+            ids = i.cpu().flatten().tolist()
+            first_new = len(tokens)
+            for c, (s, t) in enumerate(zip(cand.tolist(), ids)):
+                f = frontier[c // top_k]
+                tokens.append(t)
+                parents.append(f)
+                scores.append(s)
+                depths.append(depths[f] + 1)
+            best = torch.topk(cand, min(top_k, cand.numel())).indices.tolist()
+            frontier = sorted(first_new + b for b in best)
+        m.rollback(state, committed)
+        # Rerank: best cumulative score first, shallower first on ties (keeps the set ancestor-closed).
+        order = sorted(range(len(tokens)), key=lambda n: (-scores[n], depths[n], n))[:total]
+        keep = sorted(order, key=lambda n: (depths[n], n))
+        new_index = {n: j for j, n in enumerate(keep)}
+        return DraftTree(
+            tokens=tuple(tokens[n] for n in keep),
+            parents=tuple(new_index[parents[n]] if parents[n] >= 0 else -1 for n in keep),
+            scores=tuple(scores[n] for n in keep),
+        )
+
+    def commit(self, accepted: list[int], next_token: int) -> None:
+        """The target kept ``accepted`` draft tokens (a path) and then emitted ``next_token``."""
+        self._seq.extend(accepted)
+        self._seq.append(next_token)
+
+
+def _rows(x: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
+    return None if x is None else x.index_select(0, idx.to(x.device))
+
+
+class TreeSpeculativeDecoder:
+    """Draft a dynamic tree, verify it in one target pass, keep the best accepted path.
+
+    Greedy only (temperature 0). The target must implement ``verify_tree`` and ``commit_tree``
+    (:class:`~vidspec.decoding.fast.FastTarget`, or the eager adapters).
+
+    Args:
+        target: the model whose output we want.
+        drafter: a :class:`TreeModelDrafter`.
+        verifier: a chain verifier applied along the best path (default strict, lossless).
+        total_tokens: draft nodes kept per tree (the verify pass runs ``total_tokens + 1``).
+        depth: tree depth (draft passes per round).
+        top_k: children per expanded node and frontier width.
+        method: label carried into results.
+    """
+
+    def __init__(self, target, drafter: TreeModelDrafter, verifier: Verifier | None = None, total_tokens: int = 30,
+                 depth: int = 4, top_k: int = 8, method: str = "tree-sd"):
+        if total_tokens < 1 or depth < 1 or top_k < 1:
+            raise ValueError("total_tokens, depth and top_k must be >= 1")
+        self.target = target
+        self.drafter = drafter
+        self.verifier = verifier or StrictVerifier()
+        self.total_tokens = total_tokens
+        self.depth = depth
+        self.top_k = top_k
+        self.method = method
+
+    def _rounds(self, request: Request, max_new_tokens: int, timings: dict) -> Iterator[tuple[list[int], StepRecord | None]]:
+        target, drafter, verifier = self.target, self.drafter, self.verifier
+        device = target.device
+        eos = target.eos_token_ids
+        need_verify = frozenset(verifier.need)
+        need_prefill = need_verify | ({"visual"} if "mid" in verifier.need else frozenset())
+        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        sync()
+        t0 = time.perf_counter()
+        state = target.prefill(request, need_prefill)
+        first = int(state.first_logits.argmax())
+        sync()
+        t1 = time.perf_counter()
+        timings["prefill_s"] = t1 - t0
+        yield [first], None
+        emitted = 1
+        if first in eos or emitted >= max_new_tokens:
+            timings.update(finish="eos" if first in eos else "length", decode_s=0.0)
+            return
+        drafter.begin(target, state, first)
+        ctx = VerifyContext(state=state)
+        x_last = first
+        while True:
+            ts = time.perf_counter()
+            remaining = max_new_tokens - emitted
+            depth = max(0, min(self.depth, remaining - 1))
+            tree = drafter.propose_tree(depth, self.top_k, self.total_tokens) if depth > 0 else DraftTree((), (), ())
+            sync()
+            tv = time.perf_counter()
+            tokens, parents = tree.with_root(x_last)
+            out = target.verify_tree(state, tokens, parents, need_verify)
+            argmax = out.logits.argmax(-1).tolist()
+            path, _ = best_path(tokens, parents, [0.0, *tree.scores], argmax)
+            idx = torch.tensor(path, dtype=torch.long)
+            chain = VerifyOutput(
+                logits=_rows(out.logits, idx),
+                hidden_last=_rows(out.hidden_last, idx),
+                hidden_penult=_rows(out.hidden_penult, idx),
+                hidden_mid=_rows(out.hidden_mid, idx),
+            )
+            proposal = Proposal(tuple(tokens[n] for n in path[1:]))
+            decision: Decision = verifier.verify(proposal, chain, ctx)
+            n = decision.n_accepted
+            target.commit_tree(state, path[: n + 1])
+            accepted = list(proposal.tokens[:n])
+            drafter.commit(accepted, decision.next_token)
+            sync()
+            te = time.perf_counter()
+            new = [*accepted, decision.next_token]
+            stop = None
+            for i, t in enumerate(new):
+                if t in eos:
+                    new, stop = new[: i + 1], "eos"
+                    break
+            if stop is None and emitted + len(new) >= max_new_tokens:
+                new, stop = new[: max_new_tokens - emitted], "length"
+            kinds = decision.kinds[: len(new)]
+            step = StepRecord(drafted=len(tree), accepted=n, emitted=len(new),
+                              loose_accepted=sum(k == "loose" for k in kinds),
+                              shift_accepted=sum(k == "shift" for k in kinds), draft_s=tv - ts, verify_s=te - tv)
+            emitted += len(new)
+            x_last = decision.next_token
+            yield new, step
+            if stop is not None:
+                timings.update(finish=stop, decode_s=time.perf_counter() - t1)
+                return
+
+    @torch.inference_mode()
+    def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0) -> GenerationResult:
+        """Decode one request greedily to the end (see :meth:`SpeculativeDecoder.generate`)."""
+        if temperature > 0:
+            raise ValueError("tree decoding is greedy only (temperature 0)")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        timings: dict = {}
+        t0 = time.perf_counter()
+        tokens: list[int] = []
+        steps: list[StepRecord] = []
+        for new, step in self._rounds(request, max_new_tokens, timings):
+            tokens.extend(new)
+            if step is not None:
+                steps.append(step)
+        return GenerationResult(
+            method=self.method,
+            text=self.target.decode(tokens),
+            token_ids=tuple(tokens),
+            steps=tuple(steps),
+            timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"],
+                            wall_s=time.perf_counter() - t0),
+            finish_reason=timings["finish"],
+        )
