@@ -1,0 +1,155 @@
+"""FastTarget (static cache, one forward for every step kind) against the eager adapters, on CPU fp32.
+
+The eager HF path is the reference: logits and hidden states must match to float rounding, and
+greedy speculative output through the fast path must be token-identical to eager AR decoding.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vidspec.decoding.drafters import ModelDrafter
+from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
+from vidspec.decoding.types import Request
+
+FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
+N = 24
+NEED = frozenset({"penult", "mid", "last"})
+TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def perturbed():
+    """A draft that agrees with its target often but not always: the target with a noisy LM head."""
+    from vidspec.decoding.models import load_target
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            m = load_target(name)
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(3)
+                m.model.lm_head.weight.add_(0.6 * torch.randn_like(m.model.lm_head.weight))
+            cache[name] = m
+        return cache[name]
+
+    return get
+
+
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.float() - b.float()).abs().max().item() < TOL
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_prefill_and_verify_match_eager(tiny, clip, name):
+    target = tiny(name)
+    fast = FastTarget(target, max_len=512)
+    req = Request("Describe the video.", clip)
+    need = NEED | {"visual"}
+    ref, ours = target.prefill(req, need), fast.prefill(req, need)
+    assert ours.length == ref.length and ours.extra["offset"] == ref.extra["offset"]
+    assert close(ours.first_logits, ref.first_logits)
+    assert close(ours.prompt_hidden_penult, ref.prompt_hidden_penult)
+    assert close(ours.visual_hidden, ref.visual_hidden)
+    toks = [int(ref.first_logits.argmax()), 7, 8, 9]
+    a, b = target.verify(ref, toks, NEED), fast.verify(ours, toks, NEED)
+    for x, y in [(a.logits, b.logits), (a.hidden_last, b.hidden_last), (a.hidden_penult, b.hidden_penult),
+                 (a.hidden_mid, b.hidden_mid)]:
+        assert x.shape == y.shape and close(x, y)
+    # the device-side greedy decision equals the host rule
+    choice = a.logits.argmax(-1).tolist()
+    n = 0
+    while n < 3 and toks[n + 1] == choice[n]:
+        n += 1
+    assert b.greedy() == (n, choice[n])
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_rollback_is_a_length_change(tiny, clip, name):
+    target = tiny(name)
+    fast = FastTarget(target, max_len=512)
+    req = Request("What happens in this video?", clip)
+    s = fast.prefill(req)
+    base = s.length
+    fast.verify(s, [5, 6, 7, 8])
+    fast.rollback(s, base + 2)
+    assert s.length == s.cache.get_seq_length() == base + 2
+    after = fast.verify(s, [9, 10])
+    ref = target.prefill(req)
+    want = target.verify(ref, [5, 6, 9, 10])
+    assert close(after.logits, want.logits[2:])
+    with pytest.raises(ValueError):
+        fast.rollback(s, s.length + 1)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_chunked_prefill_equals_one_shot(tiny, clip, name):
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    need = NEED | {"visual"}
+    one = FastTarget(target, max_len=512, prefill_chunk=100_000)
+    chunked = FastTarget(target, max_len=512, prefill_chunk=7)  # chunks cut through the video tokens
+    a, b = one.prefill(req, need), chunked.prefill(req, need)
+    assert a.length > 3 * 7
+    assert close(a.first_logits, b.first_logits)
+    assert close(a.prompt_hidden_penult, b.prompt_hidden_penult)
+    assert close(a.visual_hidden, b.visual_hidden)
+    assert close(one.verify(a, [5, 6]).logits, chunked.verify(b, [5, 6]).logits)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("k", [2, 5])
+def test_fast_sd_is_token_identical_to_eager_ar(tiny, clip, perturbed, name, k):
+    target = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=N)
+    fast_ar = SpeculativeDecoder(FastTarget(target, max_len=512)).generate(req, max_new_tokens=N)
+    assert fast_ar.token_ids == ar.token_ids
+    dec = SpeculativeDecoder(FastTarget(target, max_len=512), FastModelDrafter(perturbed(name)), FastStrictVerifier(),
+                             k=k)
+    sd = dec.generate(req, max_new_tokens=N)
+    assert sd.token_ids == ar.token_ids
+    # the perturbed draft is right sometimes and wrong sometimes: partial acceptance and rollback ran
+    assert 0 < sum(s.accepted for s in sd.steps) < sum(s.drafted for s in sd.steps)
+
+
+def test_build_decoder_with_fast_models(tiny, clip):
+    """methods.build_decoder takes loaded models: FastTargets slot in, drafted by the plain ModelDrafter."""
+    from vidspec.decoding.methods import build_decoder
+
+    name = "tiny-qwen2.5-vl"
+    req = Request("Describe the video.", clip)
+    ar = SpeculativeDecoder(tiny(name)).generate(req, max_new_tokens=N)
+    dec = build_decoder("sd", target=FastTarget(tiny(name)), draft=FastTarget(tiny(name + "-draft")), k=3)
+    assert isinstance(dec.drafter, ModelDrafter)
+    assert dec.generate(req, max_new_tokens=N).token_ids == ar.token_ids
+
+
+def test_text_only_and_identical_draft(tiny):
+    name = "tiny-llava-ov"
+    from vidspec.decoding.models import load_target
+
+    target = tiny(name)
+    req = Request("Say something.")
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=N)
+    sd = SpeculativeDecoder(FastTarget(target), FastModelDrafter(load_target(name)), FastStrictVerifier(),
+                            k=4).generate(req, max_new_tokens=N)
+    assert sd.token_ids == ar.token_ids
+    assert all(s.accepted == 4 for s in sd.steps[:-1])
+
+
+def test_one_live_request_per_fast_target(tiny, clip):
+    fast = FastTarget(tiny("tiny-llava-ov"), max_len=256)
+    old = fast.prefill(Request("Describe the video.", clip))
+    fast.prefill(Request("Say something."))
+    with pytest.raises(RuntimeError):
+        fast.verify(old, [5])
+
+
+def test_cache_capacity_is_checked(tiny, clip):
+    fast = FastTarget(tiny("tiny-llava-ov"), max_len=32)
+    with pytest.raises(ValueError, match="max_len"):
+        fast.prefill(Request("Describe the video.", clip))
