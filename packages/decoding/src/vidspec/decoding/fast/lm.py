@@ -403,6 +403,7 @@ class FastLM:
         self._arena: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._host: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._graphs: dict[tuple[int, int], _Graph] = {}
+        self._h2d_done: dict[int, torch.cuda.Event] = {}
         self._pool = None
 
     # ---- setup helpers --------------------------------------------------------------------------
@@ -567,6 +568,10 @@ class FastLM:
             return self._step_body(t, lb, arena, tree_mask.to(self.device), compiled=False)
         arena, mask = self._arena_for(t)
         host, host_mask = self._host[t]
+        # The previous non-blocking copy out of these pinned buffers may still be queued: wait for
+        # it before overwriting them (normally long done; this only orders the host writes).
+        if t in self._h2d_done:
+            self._h2d_done[t].synchronize()
         host[0], host[1], host[2] = start, base, offset
         host[3:3 + t] = torch.tensor(depth, dtype=torch.long)
         host[3 + t:] = torch.tensor(tokens, dtype=torch.long)
@@ -574,6 +579,8 @@ class FastLM:
         host_mask[:, : tree_mask.shape[1]] = tree_mask
         arena.copy_(host, non_blocking=True)
         mask.copy_(host_mask, non_blocking=True)
+        done = self._h2d_done.setdefault(t, torch.cuda.Event())
+        done.record()
         return self.replay(t, self._bucket(start + t))
 
     def replay(self, t: int, lb: int) -> StepOutput:
