@@ -1,0 +1,374 @@
+"""What an evaluation run writes, and the append-only JSONL log that makes it resumable.
+
+One run folder (``vidspec eval --out DIR``) holds::
+
+    DIR/config.json        the resolved EvalConfig (a rerun must match it to resume)
+    DIR/records.jsonl      one SampleRecord per (sample, method), written as each decode ends
+    DIR/judgements.jsonl   one JudgementRecord per (sample, method) when --judge is given
+    DIR/judge_cache.jsonl  the GPT judge's verdict cache (never asks the same thing twice)
+    DIR/summary.json       RunSummary: config, git SHA, versions, machine, per-method aggregates
+
+Metric conventions (ALGORITHMS.md section 5), stated in every summary and report as
+:data:`CONVENTIONS`:
+
+- τ = tokens emitted per target verification pass, bonus token included (AR = 1.0); a method's τ
+  is the mean of its per-sample τ.
+- DSR (decode speedup) = AR decode seconds per decoded token / the method's, where decoded tokens
+  exclude the first token (it comes from prefill) and decode time excludes prefill and video.
+- ESR (end-to-end speedup) = AR wall seconds per emitted token / the method's, wall time covering
+  video reading, prefill and decoding.
+- Per sample both are against the same sample's AR run; per method they are ratios of totals
+  over the samples both have (a long sample weighs more than a short one).
+- Retention = mean method score / mean AR score on the same samples; the score is the MCQ
+  correctness (0/1), the SynthVid fact F1 (harmonic mean of fact precision and recall), or the
+  GPT judge's 0-5 score for open-ended benchmarks.
+- Batch 1, greedy, warm-up excluded, CUDA synchronised around timers, AR measured in the same
+  process on the same hardware (a resumed run measures the rest in its own process).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypedDict
+
+log = logging.getLogger(__name__)
+
+#: Bumped when a field changes meaning; readers refuse records of another version.
+SCHEMA_VERSION = 1
+
+CONVENTIONS = (
+    "τ = tokens per target pass incl. the bonus token (AR = 1.0), mean over samples. "
+    "DSR = AR decode s/token ÷ method decode s/token (prefill and video excluded; the first token, "
+    "from prefill, not counted). ESR = AR wall s/token ÷ method wall s/token (video reading, prefill "
+    "and decode included). Per method both are ratios of totals over samples with an AR run. "
+    "Retention = method score ÷ AR score on the same samples (MCQ accuracy; SynthVid fact F1; "
+    "GPT-judge 0-5 score when judged). Batch 1, greedy, warm-up excluded, CUDA synchronised "
+    "around timers, AR in the same process and hardware."
+)
+
+
+class SampleRecord(TypedDict):
+    """One method's output on one sample (a line of ``records.jsonl``).
+
+    Times are seconds. ``dsr``/``esr`` are against the same sample's AR run (1.0 for AR itself;
+    None when a side decoded no token after the first). Fidelity fields that do not apply to the
+    sample's metric are None.
+    """
+
+    schema: int
+    benchmark: str
+    sample_id: str
+    method: str
+    k: int
+    text: str
+    token_ids: list[int]
+    num_new_tokens: int
+    finish_reason: str
+    tau: float
+    target_passes: int
+    drafted: int
+    accepted: int
+    acceptance_by_position: list[float]
+    loose_accepted: int
+    shift_accepted: int
+    video_s: float
+    prefill_s: float
+    decode_s: float
+    wall_s: float
+    dsr: float | None
+    esr: float | None
+    token_identical_to_ar: bool
+    metric: str
+    score: float | None
+    correct: bool | None
+    choice: str | None
+    fact_precision: float | None
+    fact_recall: float | None
+    fact_hallucinations: int | None
+    hallucinated: list[str]
+
+
+class JudgementRecord(TypedDict):
+    """The GPT judge's verdict on one record (a line of ``judgements.jsonl``)."""
+
+    schema: int
+    sample_id: str
+    method: str
+    judge_score: float | None
+    judge_status: str
+    judge_model: str
+    judge_reply: str
+
+
+class MethodSummary(TypedDict):
+    """Aggregates of one method over a run (see :data:`CONVENTIONS`)."""
+
+    method: str
+    n_samples: int
+    n_with_ar: int
+    tau: float
+    tau_min: float
+    tau_max: float
+    acceptance_by_position: list[float]
+    dsr: float | None
+    esr: float | None
+    tokens_per_s: float | None
+    mean_new_tokens: float
+    token_identical_share: float | None
+    score: float | None
+    ar_score: float | None
+    retention: float | None
+    accuracy: float | None
+    fact_precision: float | None
+    fact_recall: float | None
+    hallucinations_per_sample: float | None
+    judge_score: float | None
+    judge_unparsable: int
+    loose_accepted: int
+    shift_accepted: int
+
+
+class RunSummary(TypedDict):
+    """``summary.json``: what was run, where, with which code, and the per-method aggregates."""
+
+    schema: int
+    conventions: str
+    benchmark: str
+    config: dict[str, Any]
+    git: dict[str, Any]
+    versions: dict[str, str]
+    machine: dict[str, Any]
+    n_samples: int
+    methods: dict[str, MethodSummary]
+
+
+# ---- the append-only log ---------------------------------------------------------------------
+
+
+class JsonlLog:
+    """An append-only JSONL file keyed by ``(sample_id, method)``, safe against being killed.
+
+    Every record is written as one line, flushed and fsynced before :meth:`append` returns, so a
+    record either is on disk whole or is the partial last line of a killed run. Opening the file
+    drops such a partial last line (the file is truncated to the last newline, so the next append
+    starts on a fresh line) and skips any other line that does not parse.
+
+    Args:
+        path: the JSONL file (created with its folder when missing).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.records: dict[tuple[str, str], dict] = {}
+        self.dropped_partial = False
+        self._load()
+        self._fh = open(self.path, "ab")  # noqa: SIM115 - held open for the run's appends
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        data = self.path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            # The tail after the last newline is a record cut off by a kill: it was never
+            # acknowledged, so its sample x method is simply done again.
+            log.warning("%s: dropping a partially written last line (%d bytes)", self.path, len(data) - end)
+            with open(self.path, "r+b") as fh:
+                fh.truncate(end)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self.dropped_partial = True
+        for n, line in enumerate(data[:end].splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s: line %d is not JSON; skipped", self.path, n)
+                continue
+            if rec.get("schema") != SCHEMA_VERSION:
+                raise ValueError(f"{self.path}: line {n} has schema {rec.get('schema')}, expected {SCHEMA_VERSION}")
+            self.records.setdefault((rec["sample_id"], rec["method"]), rec)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.records
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def get(self, sample_id: str, method: str) -> dict | None:
+        return self.records.get((sample_id, method))
+
+    def append(self, record: dict) -> None:
+        """Write ``record`` durably; a key already present is a bug in the caller."""
+        key = (record["sample_id"], record["method"])
+        if key in self.records:
+            raise ValueError(f"{self.path}: {key} is already recorded")
+        self._fh.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self.records[key] = record
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> JsonlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """The complete records of a JSONL file, read-only (a partial last line is ignored)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    seen: set[tuple[str, str]] = set()
+    for line in path.read_bytes().split(b"\n")[:-1]:  # the piece after the last newline is partial
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        key = (rec.get("sample_id"), rec.get("method"))
+        if key not in seen:
+            seen.add(key)
+            out.append(rec)
+    return out
+
+
+# ---- aggregation -----------------------------------------------------------------------------
+
+
+def _mean(xs: Iterable[float | None]) -> float | None:
+    vals = [float(x) for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den > 0 and num > 0 else None
+
+
+def decode_tokens(rec: dict) -> int:
+    """Tokens produced by the decode phase (the first token comes from prefill)."""
+    return max(int(rec["num_new_tokens"]) - 1, 0)
+
+
+def speedups(rec: dict, ar: dict) -> tuple[float | None, float | None]:
+    """(DSR, ESR) of one record against the same sample's AR record (:data:`CONVENTIONS`)."""
+    dsr = None
+    if decode_tokens(rec) and decode_tokens(ar) and rec["decode_s"] > 0:
+        dsr = (ar["decode_s"] / decode_tokens(ar)) / (rec["decode_s"] / decode_tokens(rec))
+    esr = None
+    if rec["num_new_tokens"] and ar["num_new_tokens"] and rec["wall_s"] > 0:
+        esr = (ar["wall_s"] / ar["num_new_tokens"]) / (rec["wall_s"] / rec["num_new_tokens"])
+    return dsr, esr
+
+
+def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, dict],
+                     judgements: dict[tuple[str, str], dict] | None = None) -> MethodSummary:
+    """Aggregate one method's records (see :data:`CONVENTIONS`).
+
+    Args:
+        method: the method's name.
+        records: its records (one per sample).
+        ar_by_sample: the AR record of each sample, for speedups and retention.
+        judgements: GPT judge verdicts by ``(sample_id, method)``; when a sample has one, its
+            judge score is the sample's score for retention on open-ended benchmarks.
+    """
+    judgements = judgements or {}
+    paired = [(r, ar_by_sample[r["sample_id"]]) for r in records if r["sample_id"] in ar_by_sample]
+
+    # Ratios of totals: per-token time of AR over per-token time of the method.
+    ar_dec = sum(a["decode_s"] for r, a in paired if decode_tokens(r) and decode_tokens(a))
+    ar_dec_tok = sum(decode_tokens(a) for r, a in paired if decode_tokens(r) and decode_tokens(a))
+    m_dec = sum(r["decode_s"] for r, a in paired if decode_tokens(r) and decode_tokens(a))
+    m_dec_tok = sum(decode_tokens(r) for r, a in paired if decode_tokens(r) and decode_tokens(a))
+    dsr = _ratio(ar_dec / ar_dec_tok, m_dec / m_dec_tok) if ar_dec_tok and m_dec_tok else None
+    ar_wall = sum(a["wall_s"] for _, a in paired)
+    ar_tok = sum(a["num_new_tokens"] for _, a in paired)
+    m_wall = sum(r["wall_s"] for r, _ in paired)
+    m_tok = sum(r["num_new_tokens"] for r, _ in paired)
+    esr = _ratio(ar_wall / ar_tok, m_wall / m_tok) if ar_tok and m_tok else None
+
+    # Acceptance by draft position pooled over rounds: weight each sample by its rounds.
+    kmax = max((len(r["acceptance_by_position"]) for r in records), default=0)
+    acc_pos = []
+    for i in range(kmax):
+        num = sum(r["acceptance_by_position"][i] * r["target_passes"] for r in records
+                  if len(r["acceptance_by_position"]) > i)
+        den = sum(r["target_passes"] for r in records if len(r["acceptance_by_position"]) > i)
+        acc_pos.append(num / den if den else 0.0)
+
+    def score_of(rec: dict) -> float | None:
+        j = judgements.get((rec["sample_id"], rec["method"]))
+        if rec["metric"] == "gpt_judge":
+            return j["judge_score"] if j and j["judge_status"] == "ok" else None
+        return rec["score"]
+
+    scored = [(score_of(r), score_of(a)) for r, a in paired]
+    scored = [(s, sa) for s, sa in scored if s is not None and sa is not None]
+    score = _mean(s for s, _ in scored)
+    ar_score = _mean(sa for _, sa in scored)
+    retention = score / ar_score if score is not None and ar_score else None
+
+    judged = [judgements[(r["sample_id"], method)] for r in records if (r["sample_id"], method) in judgements]
+    dec_s = sum(r["decode_s"] for r in records)
+    taus = [r["tau"] for r in records]
+    halls = [r["fact_hallucinations"] for r in records if r["fact_hallucinations"] is not None]
+    return MethodSummary(
+        method=method,
+        n_samples=len(records),
+        n_with_ar=len(paired),
+        tau=sum(taus) / len(taus) if taus else 0.0,
+        tau_min=min(taus, default=0.0),
+        tau_max=max(taus, default=0.0),
+        acceptance_by_position=acc_pos,
+        dsr=dsr,
+        esr=esr,
+        tokens_per_s=sum(decode_tokens(r) for r in records) / dec_s if dec_s > 0 else None,
+        mean_new_tokens=_mean(r["num_new_tokens"] for r in records) or 0.0,
+        token_identical_share=_mean(float(r["token_identical_to_ar"]) for r, _ in paired),
+        score=score,
+        ar_score=ar_score,
+        retention=retention,
+        accuracy=_mean(float(r["correct"]) for r in records if r["correct"] is not None),
+        fact_precision=_mean(r["fact_precision"] for r in records),
+        fact_recall=_mean(r["fact_recall"] for r in records),
+        hallucinations_per_sample=_mean(halls) if halls else None,
+        judge_score=_mean(j["judge_score"] for j in judged if j["judge_status"] == "ok"),
+        judge_unparsable=sum(j["judge_status"] != "ok" for j in judged),
+        loose_accepted=sum(r["loose_accepted"] for r in records),
+        shift_accepted=sum(r["shift_accepted"] for r in records),
+    )
+
+
+def summarize(records: list[dict], methods: Iterable[str] | None = None,
+              judgements: list[dict] | None = None) -> dict[str, MethodSummary]:
+    """Per-method aggregates of a run's records, in ``methods`` order (default: as first seen)."""
+    order = list(methods) if methods is not None else list(dict.fromkeys(r["method"] for r in records))
+    ar = {r["sample_id"]: r for r in records if r["method"] == "ar"}
+    jmap = {(j["sample_id"], j["method"]): j for j in (judgements or [])}
+    out: dict[str, MethodSummary] = {}
+    for m in order:
+        recs = [r for r in records if r["method"] == m]
+        if recs:
+            out[m] = summarize_method(m, recs, ar, jmap)
+    return out
+
+
+def iter_runs(path: str | Path) -> Iterator[Path]:
+    """Run folders at ``path``: the folder itself when it holds ``records.jsonl``, else its subfolders that do."""
+    path = Path(path)
+    if (path / "records.jsonl").exists():
+        yield path
+        return
+    for sub in sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []:
+        if (sub / "records.jsonl").exists():
+            yield sub

@@ -1,0 +1,494 @@
+"""Run decoding methods side by side on a benchmark: speed and fidelity per sample, resumable.
+
+Usage::
+
+    from vidspec.evaluation.runner import EvalConfig, run_eval
+
+    cfg = EvalConfig(benchmark="synthvid_captions", data="data/cache/synthvid", out="runs/sv",
+                     target="tiny-qwen2.5-vl", sparrow="random", limit=3, max_new_tokens=24)
+    summary = run_eval(cfg)          # writes runs/sv/{config,summary}.json, records.jsonl
+    summary["methods"]["sd"]["dsr"]
+
+For each sample, AR runs first (the baseline), then every other method, in this process on the
+same hardware. Each model is loaded once and shared by all methods. Before any timing, every
+method decodes once untimed (warm-up: allocator, kernel selection, lazy imports). Records are
+appended and fsynced one by one, so a killed run loses at most the decode in flight; rerunning
+with the same ``out`` skips every (sample, method) already recorded and every verdict already
+judged. The metric conventions are :data:`vidspec.evaluation.records.CONVENTIONS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.methods import METHODS, SPARROW_METHODS, build_decoder, default_draft
+from vidspec.decoding.types import GenerationResult, Request
+from vidspec.evaluation.benchmarks import Sample, get_task, load_benchmark
+from vidspec.evaluation.records import (
+    CONVENTIONS,
+    SCHEMA_VERSION,
+    JsonlLog,
+    JudgementRecord,
+    RunSummary,
+    SampleRecord,
+    read_jsonl,
+    speedups,
+    summarize,
+)
+
+log = logging.getLogger(__name__)
+
+#: ``--sparrow`` value that builds a random-weight Sparrow draft for the target in process (CI and
+#: demos without a trained release: lossless, so still token-identical to AR, but τ near 1).
+RANDOM_SPARROW = "random"
+
+#: Config fields that may change between a run and its resumption; any other change would mix
+#: incomparable records in one folder, so it is refused.
+RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", "judge", "judge_base_url",
+                               "judge_model"})
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """What ``vidspec eval`` runs.
+
+    Attributes:
+        benchmark: a registered benchmark name (see ``vidspec.evaluation.benchmarks``) or a task YAML.
+        out: the run folder; rerunning with the same folder resumes.
+        data: local dataset folder/file or hub id (default: the task's dataset).
+        split: dataset split (default: the task's).
+        limit: evaluate only the first N samples.
+        video_dir: folder holding the benchmark's videos (hub datasets).
+        target: target model: built-in tiny name, release/HF folder, or hub id.
+        draft: draft VLM for sd, lvspec, lvspec-pst, fly (default: the built-in draft of a tiny target).
+        sparrow: Sparrow draft release folder for the sparrow methods, or "random" for a
+            random-weight draft built in process (tests, CI).
+        allow_target_mismatch: use a Sparrow draft distilled from another target.
+        methods: methods to compare; AR always runs as the baseline.
+        k: draft tokens per round (default: each method's own, 4; 15 for fly).
+        max_new_tokens: generation budget per sample (default: the task's).
+        frames: frames sampled per video (default: the task's).
+        device: cpu, cuda, cuda:1, ...
+        dtype: float32, bfloat16 or float16 (default: bf16 on CUDA, fp32 on CPU).
+        lam: LVSpec relaxation ratio λ.
+        top_n: LVSpec visual tokens averaged in the relevance score.
+        relevance_layer: hidden-state layer for relevance (default: the middle layer).
+        predicate: LVSpec loose acceptance predicate: always, topk or prob.
+        pst_window: PST window.
+        protect: keep negations, numbers and comparatives strict under loose verification.
+        warmup: decode once per method, untimed, before measuring.
+        judge: score open-ended outputs with the GPT judge (base URL, model and key from the
+            judge flags or VIDSPEC_JUDGE_BASE_URL / VIDSPEC_JUDGE_MODEL / OPENAI_API_KEY).
+        judge_base_url: judge API root (overrides the environment).
+        judge_model: judge model name (overrides the environment).
+        progress: show progress bars.
+    """
+
+    benchmark: str
+    out: str
+    data: str | None = None
+    split: str | None = None
+    limit: int | None = None
+    video_dir: str | None = None
+    target: str = "tiny-qwen2.5-vl"
+    draft: str | None = None
+    sparrow: str | None = None
+    allow_target_mismatch: bool = False
+    methods: tuple[str, ...] = METHODS
+    k: int | None = None
+    max_new_tokens: int | None = None
+    frames: int | None = None
+    device: str = "cpu"
+    dtype: str | None = None
+    lam: float = 0.7
+    top_n: int = 10
+    relevance_layer: int | None = None
+    predicate: str = "always"
+    pst_window: int = 3
+    protect: bool = True
+    warmup: bool = True
+    judge: bool = False
+    judge_base_url: str | None = None
+    judge_model: str | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        methods = tuple(self.methods.split(",")) if isinstance(self.methods, str) else tuple(self.methods)
+        methods = tuple(m.strip() for m in methods if m.strip())
+        unknown = [m for m in methods if m not in METHODS]
+        if unknown:
+            raise ConfigError(f"unknown method(s) {', '.join(unknown)} (choose from {', '.join(METHODS)})")
+        # AR is the baseline of every comparison, so it always runs, and first.
+        methods = ("ar", *dict.fromkeys(m for m in methods if m != "ar"))
+        object.__setattr__(self, "methods", methods)
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit must be >= 1, got {self.limit}")
+        if self.max_new_tokens is not None and self.max_new_tokens < 1:
+            raise ConfigError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if self.frames is not None and self.frames < 1:
+            raise ConfigError(f"--frames must be >= 1, got {self.frames}")
+        if self.k is not None and self.k < 1:
+            raise ConfigError(f"--k must be >= 1, got {self.k}")
+        if any(m in SPARROW_METHODS for m in methods) and not self.sparrow:
+            raise ConfigError(f"methods {', '.join(m for m in methods if m in SPARROW_METHODS)} need --sparrow DIR "
+                              f"(a Sparrow draft release, or '{RANDOM_SPARROW}' for an untrained one)")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["methods"] = list(self.methods)
+        return d
+
+
+@dataclass
+class EvalModels:
+    """Models loaded once for a run and shared by every method's decoder.
+
+    Attributes:
+        target: the target adapter.
+        draft: the draft VLM adapter, or None when no drafting method needs one.
+        sparrow: a loaded ``SparrowDraftModel``, or None.
+        notes: what was loaded, for the summary (names, and e.g. "random Sparrow draft").
+    """
+
+    target: Any
+    draft: Any = None
+    sparrow: Any = None
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+def load_models(config: EvalConfig, frames: int) -> EvalModels:
+    """Load the target, the draft VLM and the Sparrow draft that ``config.methods`` need."""
+    from vidspec.decoding.models import load_target
+
+    common = dict(device=config.device, dtype=config.dtype, max_frames=frames)
+    target = load_target(config.target, relevance_layer=config.relevance_layer, **common)
+    models = EvalModels(target=target, notes={"target": config.target})
+    if any(m in ("sd", "lvspec", "lvspec-pst", "fly") for m in config.methods):
+        name = config.draft or default_draft(getattr(target, "name", config.target))
+        if name is None:
+            raise ConfigError(f"methods {', '.join(config.methods[1:])} need --draft (a smaller model of the "
+                              f"same family as {config.target})")
+        models.draft = load_target(name, **common)
+        models.notes["draft"] = name
+    if any(m in SPARROW_METHODS for m in config.methods):
+        from vidspec.decoding.sparrow import SparrowDraftModel, new_sparrow_for
+
+        if config.sparrow == RANDOM_SPARROW:
+            models.sparrow = new_sparrow_for(target, seed=0)
+            models.notes["sparrow"] = "random-weight Sparrow draft (seed 0), built in process"
+        else:
+            models.sparrow = SparrowDraftModel.from_pretrained(
+                config.sparrow, target=target, allow_target_mismatch=config.allow_target_mismatch)
+            models.notes["sparrow"] = str(config.sparrow)
+    return models
+
+
+def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
+    """One decoder per method, all sharing the loaded models."""
+    loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, pst_window=config.pst_window,
+                 protect=config.protect)
+    out = {}
+    for m in config.methods:
+        draft = models.sparrow if m in SPARROW_METHODS else models.draft
+        out[m] = build_decoder(m, target=models.target, draft=draft, k=None if m == "ar" else config.k,
+                               device=config.device, loose=loose,
+                               allow_target_mismatch=config.allow_target_mismatch)
+    return out
+
+
+# ---- provenance ------------------------------------------------------------------------------
+
+
+def git_info(cwd: str | Path | None = None) -> dict[str, Any]:
+    """The checkout's commit and whether it has uncommitted changes (None outside a checkout)."""
+    def run(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    sha = run("rev-parse", "HEAD")
+    status = run("status", "--porcelain", "--untracked-files=no") if sha else None
+    return {"sha": sha, "dirty": bool(status) if status is not None else None}
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that decide the numbers."""
+    out = {}
+    for dist in ("vidspec-decoding", "vidspec-evaluation", "torch", "transformers", "numpy", "av"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def machine_info(device: str = "cpu") -> dict[str, Any]:
+    """CPU, GPU, core count and torch build: where the timings were measured."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "device": device,
+        "cuda": torch.version.cuda,
+        "gpu": None,
+    }
+    if device.startswith("cuda") and torch.cuda.is_available():
+        dev = torch.device(device)
+        info["gpu"] = torch.cuda.get_device_name(dev)
+        info["gpu_count"] = torch.cuda.device_count()
+    return info
+
+
+# ---- one decode ------------------------------------------------------------------------------
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def decode_sample(decoder, sample: Sample, max_new_tokens: int) -> tuple[GenerationResult, float, float]:
+    """Read the video and decode one sample; returns (result, video seconds, wall seconds).
+
+    The video is read inside the timed region of every method (ESR includes it), with the device
+    synchronised before each clock read; the engine synchronises around prefill and each round.
+    """
+    device = decoder.target.device
+    _sync(device)
+    t0 = time.perf_counter()
+    clip = decoder.target.read_video(sample.video_path)
+    t1 = time.perf_counter()
+    result = decoder.generate(Request(prompt=sample.prompt, clip=clip), max_new_tokens=max_new_tokens)
+    _sync(device)
+    t2 = time.perf_counter()
+    return result, t1 - t0, t2 - t0
+
+
+def fidelity(sample: Sample, text: str) -> dict[str, Any]:
+    """Offline fidelity fields of one output: MCQ correctness or the SynthVid fact judge."""
+    out: dict[str, Any] = dict(score=None, correct=None, choice=None, fact_precision=None, fact_recall=None,
+                               fact_hallucinations=None, hallucinated=[])
+    if sample.metric == "mcq_accuracy":
+        from vidspec.evaluation.synthvid.mcq import extract_choice
+
+        letters = "ABCDEFGHIJ"[: len(sample.options)] or "ABCD"
+        choice = extract_choice(text, letters=letters, options=[f"{c}. {o}" for c, o in zip(letters, sample.options)])
+        out.update(choice=choice, correct=choice == sample.answer_letter)
+        out["score"] = float(out["correct"])
+    elif sample.metric == "synthvid_facts" and "facts" in sample.extra:
+        from vidspec.evaluation.synthvid.judge import judge_caption
+
+        j = judge_caption(text, sample.extra["facts"])
+        p, r = j.precision, j.recall
+        out.update(fact_precision=p, fact_recall=r, fact_hallucinations=len(j.hallucinations),
+                   hallucinated=[f"{c.category}: {c.text}" for c in j.hallucinations])
+        out["score"] = 2 * p * r / (p + r) if p + r > 0 else 0.0
+    return out
+
+
+def make_record(benchmark: str, sample: Sample, method: str, k: int, result: GenerationResult, video_s: float,
+                wall_s: float, ar: SampleRecord | None) -> SampleRecord:
+    """The JSONL record of one decode (speedups against ``ar``, the same sample's AR record)."""
+    steps = result.steps
+    rec = SampleRecord(
+        schema=SCHEMA_VERSION,
+        benchmark=benchmark,
+        sample_id=sample.sample_id,
+        method=method,
+        k=k,
+        text=result.text,
+        token_ids=list(result.token_ids),
+        num_new_tokens=result.num_new_tokens,
+        finish_reason=result.finish_reason,
+        tau=result.tau,
+        target_passes=result.target_passes,
+        drafted=sum(s.drafted for s in steps),
+        accepted=sum(s.accepted for s in steps),
+        acceptance_by_position=result.acceptance_by_position(),
+        loose_accepted=result.loose_accepted,
+        shift_accepted=result.shift_accepted,
+        video_s=video_s,
+        prefill_s=result.timings.prefill_s,
+        decode_s=result.timings.decode_s,
+        wall_s=wall_s,
+        dsr=1.0,
+        esr=1.0,
+        token_identical_to_ar=True,
+        metric=sample.metric,
+        **fidelity(sample, result.text),
+    )
+    if ar is not None and method != "ar":
+        rec["dsr"], rec["esr"] = speedups(rec, ar)
+        rec["token_identical_to_ar"] = rec["token_ids"] == ar["token_ids"]
+    return rec
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+
+def _check_resume(out: Path, config: EvalConfig) -> None:
+    path = out / "config.json"
+    if not path.exists():
+        return
+    old = json.loads(path.read_text())
+    new = config.to_dict()
+    diff = sorted(k for k in set(old) | set(new) if k not in RESUMABLE_CHANGES and old.get(k) != new.get(k))
+    if diff:
+        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:4])
+        raise ConfigError(f"{out} holds a run with another config ({shown}); use a new --out to compare those")
+
+
+def _lock(out: Path):
+    fh = open(out / ".lock", "w")  # noqa: SIM115 - held for the whole run
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        raise ConfigError(f"{out} is in use by another vidspec eval") from None
+    return fh
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="decode", disable=not enabled, dynamic_ncols=True, leave=False)
+
+
+def run_eval(config: EvalConfig, models: EvalModels | None = None, samples: list[Sample] | None = None) -> RunSummary:
+    """Run (or resume) an evaluation and write its summary.
+
+    Args:
+        config: what to run.
+        models: already loaded models (default: loaded from ``config``).
+        samples: the samples (default: loaded from the benchmark in ``config``).
+
+    Returns:
+        The summary, also written to ``OUT/summary.json``.
+    """
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lock = _lock(out)
+    try:
+        return _run(config, out, models, samples)
+    finally:
+        lock.close()
+
+
+def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list[Sample] | None) -> RunSummary:
+    task = get_task(config.benchmark)
+    max_new = config.max_new_tokens or task.max_new_tokens
+    frames = config.frames or task.frames
+    _check_resume(out, config)
+    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+    if samples is None:
+        samples = load_benchmark(config.benchmark, config.data, config.split, config.limit, video_dir=config.video_dir)
+    elif config.limit is not None:
+        samples = samples[: config.limit]
+
+    records = JsonlLog(out / "records.jsonl")
+    todo = [(s, m) for s in samples for m in config.methods if (s.sample_id, m) not in records]
+    notes: dict[str, str] = {}
+    try:
+        if todo:
+            models = models or load_models(config, frames)
+            notes = models.notes
+            decoders = build_decoders(config, models)
+            if config.warmup:
+                # Untimed: the first decode of each method pays one-off costs (allocator growth,
+                # kernel autotuning, lazy imports) that are not what a user waits for per request.
+                for m in dict.fromkeys(m for _, m in todo):
+                    decode_sample(decoders[m], todo[0][0], min(8, max_new))
+            bar = _progress(len(todo), task.name, config.progress)
+            for sample, method in todo:
+                bar.set_postfix_str(method)
+                dec = decoders[method]
+                result, video_s, wall_s = decode_sample(dec, sample, max_new)
+                ar = records.get(sample.sample_id, "ar")
+                records.append(make_record(task.name, sample, method, dec.k, result, video_s, wall_s, ar))
+                bar.update(1)
+            bar.close()
+    finally:
+        records.close()
+
+    if config.judge:
+        judge_run(config, out, samples)
+    summary = write_summary(out, config, task.name, notes)
+    return summary
+
+
+def judge_run(config: EvalConfig, out: Path, samples: list[Sample]) -> None:
+    """Ask the GPT judge about every open-ended record not judged yet (``judgements.jsonl``).
+
+    Judging happens after decoding so the network never sits between timed decodes; the verdict
+    cache (``judge_cache.jsonl``) also keeps a rerun from asking the same question twice.
+    """
+    from vidspec.evaluation.judge import GPTJudge, JudgeConfig
+
+    by_id = {s.sample_id: s for s in samples}
+    records = [r for r in read_jsonl(out / "records.jsonl") if r["sample_id"] in by_id
+               and by_id[r["sample_id"]].metric in ("gpt_judge", "synthvid_facts")]
+    jcfg = JudgeConfig.from_env(base_url=config.judge_base_url, model=config.judge_model)
+    with JsonlLog(out / "judgements.jsonl") as log_, GPTJudge(jcfg, cache=out / "judge_cache.jsonl") as judge:
+        todo = [r for r in records if (r["sample_id"], r["method"]) not in log_]
+        bar = _progress(len(todo), "judge", config.progress)
+        for r in todo:
+            s = by_id[r["sample_id"]]
+            v = judge.judge(s.question, answer=r["text"], reference=s.reference)
+            log_.append(JudgementRecord(schema=SCHEMA_VERSION, sample_id=r["sample_id"], method=r["method"],
+                                        judge_score=v.score, judge_status=v.status, judge_model=v.model,
+                                        judge_reply=v.reply[:300]))
+            bar.update(1)
+        bar.close()
+
+
+def write_summary(out: Path, config: EvalConfig, benchmark: str, notes: dict[str, str] | None = None) -> RunSummary:
+    """Aggregate ``OUT/records.jsonl`` (and judgements) into ``OUT/summary.json``."""
+    records = read_jsonl(out / "records.jsonl")
+    judgements = read_jsonl(out / "judgements.jsonl")
+    old = {}
+    if (out / "summary.json").exists():
+        old = json.loads((out / "summary.json").read_text())
+    summary = RunSummary(
+        schema=SCHEMA_VERSION,
+        conventions=CONVENTIONS,
+        benchmark=benchmark,
+        config={**config.to_dict(), "models": notes or old.get("config", {}).get("models", {})},
+        git=git_info(),
+        versions=package_versions(),
+        machine=machine_info(config.device),
+        n_samples=len({r["sample_id"] for r in records}),
+        methods=summarize(records, [m for m in METHODS if any(r["method"] == m for r in records)], judgements),
+    )
+    tmp = out / "summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, out / "summary.json")
+    return summary
