@@ -1,0 +1,223 @@
+"""``vidspec eval``, ``vidspec report``, ``vidspec eval-ci`` and ``vidspec demo``.
+
+Usage::
+
+    vidspec eval --benchmark synthvid_captions --data data/cache/synthvid --target T --draft D \\
+        --sparrow data/releases/sparrow-T --methods ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst \\
+        --out runs/sv --limit 50 [--judge] [--k 4] [--device cuda]
+    vidspec report runs/sv
+    vidspec eval-ci [--update-baseline --reason "..."]
+    vidspec demo [--limit 3] [--out DIR] [--train]
+
+Parsers are generated with jsonargparse from the typed functions below (``--help`` shows their
+docstrings; ``--print_config`` prints the resolved options). Flags take dashes or underscores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vidspec.decoding.cli import normalize_flags
+from vidspec.decoding.errors import ConfigError, VidspecError
+from vidspec.decoding.methods import METHODS
+
+
+def evaluate(
+    benchmark: str,
+    out: str,
+    methods: str = ",".join(METHODS),
+    target: str = "tiny-qwen2.5-vl",
+    draft: str | None = None,
+    sparrow: str | None = None,
+    allow_target_mismatch: bool = False,
+    data: str | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    video_dir: str | None = None,
+    k: int | None = None,
+    max_new_tokens: int | None = None,
+    frames: int | None = None,
+    device: str = "cpu",
+    dtype: str | None = None,
+    lam: float = 0.7,
+    top_n: int = 10,
+    relevance_layer: int | None = None,
+    predicate: str = "always",
+    pst_window: int = 3,
+    protect: bool = True,
+    warmup: bool = True,
+    judge: bool = False,
+    judge_base_url: str | None = None,
+    judge_model: str | None = None,
+    no_progress: bool = False,
+    report: bool = True,
+) -> int:
+    """Run decoding methods side by side on a benchmark (AR first as the baseline); resumable.
+
+    Args:
+        benchmark: registered benchmark name (synthvid_captions, synthvid_mcq, videomme, ...) or a task YAML.
+        out: run folder; rerunning with the same folder continues where it stopped.
+        methods: comma-separated methods; ar always runs. Without --sparrow the sparrow methods are dropped.
+        target: target model: built-in tiny name, release/HF folder, or hub id.
+        draft: draft VLM for sd, lvspec, lvspec-pst, fly (default: a tiny target's built-in draft).
+        sparrow: Sparrow draft release folder for the sparrow methods ("random": untrained, for tests).
+        allow_target_mismatch: use a Sparrow draft distilled from another target.
+        data: local dataset folder/file or hub id (default: the task's dataset).
+        split: dataset split (default: the task's).
+        limit: evaluate the first N samples only.
+        video_dir: folder with the benchmark's videos (needed for hub datasets).
+        k: draft tokens per round (default: each method's, 4; fly 15).
+        max_new_tokens: generation budget per sample (default: the task's).
+        frames: frames sampled per video (default: the task's).
+        device: cpu, cuda, cuda:1, ...
+        dtype: float32, bfloat16 or float16 (default: bf16 on CUDA, fp32 on CPU).
+        lam: LVSpec relaxation ratio λ.
+        top_n: LVSpec visual tokens averaged in the relevance score.
+        relevance_layer: hidden-state layer for relevance (default: the middle layer).
+        predicate: LVSpec loose acceptance predicate: always, topk or prob.
+        pst_window: PST window.
+        protect: keep negations, numbers and comparatives strict under loose verification.
+        warmup: one untimed decode per method before measuring.
+        judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
+            OPENAI_API_KEY or the two flags below; the key is read from the environment only).
+        judge_base_url: judge API root.
+        judge_model: judge model name.
+        no_progress: hide progress bars.
+        report: write report.md, plots and TensorBoard scalars into the run folder at the end.
+    """
+    from vidspec.evaluation.report import markdown_table, write_report
+    from vidspec.evaluation.runner import EvalConfig, run_eval
+
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    if sparrow is None and methods == ",".join(METHODS):
+        # The default list names every method; without a Sparrow release the two need, drop them
+        # rather than fail (naming them explicitly without --sparrow is still an error).
+        chosen = [m for m in chosen if not m.startswith("sparrow")]
+    cfg = EvalConfig(
+        benchmark=benchmark, out=out, data=data, split=split, limit=limit, video_dir=video_dir, target=target,
+        draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k,
+        max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
+        relevance_layer=relevance_layer, predicate=predicate, pst_window=pst_window, protect=protect,
+        warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        progress=not no_progress,
+    )
+    summary = run_eval(cfg)
+    print(markdown_table(summary["methods"]))
+    print(f"\nsummary: {out}/summary.json, records: {out}/records.jsonl")
+    if report:
+        print(f"report: {write_report(out)}")
+    return 0
+
+
+def report(path: str, no_plots: bool = False, no_tensorboard: bool = False) -> int:
+    """Markdown tables (one per benchmark), PNG plots and TensorBoard scalars from evaluation runs.
+
+    Args:
+        path: a run folder (``vidspec eval --out``) or a folder of run folders.
+        no_plots: skip the PNG plots.
+        no_tensorboard: skip the TensorBoard scalars.
+    """
+    from vidspec.evaluation.report import write_report
+
+    md = write_report(path, plots=not no_plots, tensorboard=not no_tensorboard)
+    print(md.read_text(encoding="utf-8"))
+    print(f"written: {md}")
+    return 0
+
+
+def eval_ci(out: str | None = None, baseline: str = "benchmarks/baselines/eval-ci.json",
+            update_baseline: bool = False, reason: str | None = None, limit: int = 3,
+            max_new_tokens: int = 16, releases: str = "data/releases", progress: bool = False) -> int:
+    """Small fixed CPU evaluation compared with committed baselines; exit 1 on a regression.
+
+    Args:
+        out: run folder (default: a new temporary folder, so every run measures afresh).
+        baseline: the committed baseline JSON.
+        update_baseline: record this run's figures as the baseline (needs --reason).
+        reason: why the baseline changes; stored in the file (and put it in the commit message).
+        limit: SynthVid validation videos (the committed baseline uses 3).
+        max_new_tokens: tokens per sample (the committed baseline uses 16).
+        releases: folder of committed testbed releases (else the built-in tiny models).
+        progress: show progress bars.
+    """
+    from vidspec.evaluation.eval_ci import run_eval_ci
+
+    return run_eval_ci(out=out, baseline=baseline, update_baseline=update_baseline, reason=reason, limit=limit,
+                       max_new_tokens=max_new_tokens, releases=releases, progress=progress)
+
+
+def demo(out: str | None = None, limit: int = 3, max_new_tokens: int = 24, data_dir: str | None = None,
+         releases: str = "data/releases", train: bool = False, no_progress: bool = False) -> int:
+    """The embedded default: SynthVid videos, every method side by side, a table and a report (CPU ok).
+
+    Args:
+        out: output folder (default: runs/demo-<time>).
+        limit: SynthVid validation videos to evaluate.
+        max_new_tokens: tokens generated per video.
+        data_dir: where the SynthVid validation set is built (default: data/cache/demo-synthvid).
+        releases: folder of committed testbed releases (target, draft VLM, Sparrow draft).
+        train: retrain the small CPU testbed models from their recipes first (long).
+        no_progress: hide progress bars.
+    """
+    from vidspec.evaluation.demo import run_demo
+
+    return run_demo(out=out, limit=limit, max_new_tokens=max_new_tokens, data_dir=data_dir, releases=releases,
+                    train=train, progress=not no_progress)
+
+
+def _one_line(msg: str) -> str:
+    lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
+    return "; ".join(lines[:3]) if lines else "invalid arguments"
+
+
+def _bare_bools(fn: Callable[..., int], argv: list[str]) -> list[str]:
+    """``--judge`` alone means ``--judge=true`` for the function's bool options (jsonargparse wants a value)."""
+    import inspect
+
+    flags = {f"--{n}" for n, p in inspect.signature(fn).parameters.items() if p.annotation in (bool, "bool")}
+    out = []
+    for i, tok in enumerate(argv):
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if tok in flags and (nxt is None or nxt.startswith("--") or nxt.lower() not in ("true", "false")):
+            out.append(tok + "=true")
+        else:
+            out.append(tok)
+    return out
+
+
+def _parse_and_call(fn: Callable[..., int], prog: str, argv: list[str], positional: tuple[str, ...] = ()) -> int:
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog=prog, description=(fn.__doc__ or "").splitlines()[0], exit_on_error=False,
+                            default_env=False)
+    parser.add_function_arguments(fn, as_positional=bool(positional))
+    try:
+        cfg = parser.parse_args(_bare_bools(fn, normalize_flags(argv)))
+    except VidspecError:
+        raise
+    except Exception as e:  # jsonargparse's ArgumentError (a ConfigError may hide inside it)
+        cause = e.__cause__ or e.__context__
+        if isinstance(cause, VidspecError):
+            raise cause from None
+        raise ConfigError(_one_line(str(e))) from None
+    return fn(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
+
+
+def eval_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec eval``."""
+    return _parse_and_call(evaluate, "vidspec eval", argv)
+
+
+def report_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec report DIR``."""
+    return _parse_and_call(report, "vidspec report", argv, positional=("path",))
+
+
+def eval_ci_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec eval-ci``."""
+    return _parse_and_call(eval_ci, "vidspec eval-ci", argv)
+
+
+def demo_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec demo``."""
+    return _parse_and_call(demo, "vidspec demo", argv)

@@ -1,0 +1,248 @@
+"""``vidspec demo``: the embedded default, end to end on a CPU in a few minutes.
+
+Usage::
+
+    vidspec demo                          # SynthVid validation videos, every method, table + report
+    vidspec demo --limit 2 --out runs/my-demo
+    vidspec demo --train                  # retrain the small CPU testbed models first (long)
+
+It builds a small SynthVid validation set (cached under ``data/cache/demo-synthvid``), loads the
+committed testbed releases from ``data/releases/`` (target, draft VLM, Sparrow draft) when they
+exist, else the built-in random-weight tiny models, and says which is which; then it runs
+:func:`~vidspec.evaluation.runner.run_eval` on every method, prints the table and writes the
+report with plots into the output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vidspec.decoding.errors import ConfigError, VidspecError
+
+#: Where committed releases live, and the recipes that retrain them (``--train``).
+RELEASES_DIR = "data/releases"
+TRAIN_RECIPES = {
+    "target": "configs/train/synthvid-target-cpu.yaml",
+    "draft": "configs/train/synthvid-draft-cpu.yaml",
+    "sparrow": "configs/train/sparrow-synthvid-cpu.yaml",
+}
+TINY_TARGET = "tiny-qwen2.5-vl"
+TINY_DRAFT = "tiny-qwen2.5-vl-draft"
+
+
+@dataclass
+class ModelChoice:
+    """Which models a demo or eval-ci run uses.
+
+    Attributes:
+        target: target model name or release folder.
+        draft: draft VLM (None: the drafting methods cannot run).
+        sparrow: Sparrow release folder, or ``"random"`` for an untrained in-process draft.
+        source: ``"release"`` when the target is a committed release, else ``"tiny"``.
+        missing: human-readable lines about what was looked for and not found.
+    """
+
+    target: str
+    draft: str | None
+    sparrow: str
+    source: str
+    missing: list[str] = field(default_factory=list)
+
+    def describe(self) -> dict[str, str | None]:
+        return {"source": self.source, "target": self.target, "draft": self.draft, "sparrow": self.sparrow}
+
+
+def _kind(path: Path) -> str | None:
+    for name in ("manifest.json", "config.json"):
+        f = path / name
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            if data.get("kind"):
+                return str(data["kind"])
+            if data.get("format") == "vidspec-sparrow":
+                return "sparrow-draft"
+    return None
+
+
+def discover_models(releases_dir: str | Path = RELEASES_DIR) -> ModelChoice:
+    """The committed testbed releases under ``releases_dir``, else the built-in tiny models.
+
+    A release is a folder with a ``manifest.json``: ``kind: sparrow-draft`` is a Sparrow draft;
+    ``kind: video-llm`` is the target, or the draft VLM when its folder name contains "draft".
+    """
+    root = Path(releases_dir)
+    target = draft = sparrow = None
+    if root.is_dir():
+        for p in sorted(q for q in root.iterdir() if q.is_dir()):
+            kind = _kind(p)
+            if kind == "sparrow-draft":
+                sparrow = sparrow or str(p)
+            elif kind == "video-llm" or (p / "config.json").is_file():
+                if "draft" in p.name:
+                    draft = draft or str(p)
+                else:
+                    target = target or str(p)
+    missing = []
+    if target is None:
+        missing.append(f"no target release in {root}/ (testbed issue): using the random-weight {TINY_TARGET}")
+        if draft is not None:
+            missing.append(f"draft release {draft} ignored: it belongs to a release target")
+        choice = ModelChoice(TINY_TARGET, TINY_DRAFT, "random", "tiny", missing)
+        if sparrow is not None and _sparrow_fits(sparrow, TINY_TARGET):
+            choice.sparrow = sparrow
+        else:
+            missing.append(f"no Sparrow release for {TINY_TARGET} in {root}/: using a random-weight Sparrow draft")
+        return choice
+    if draft is None:
+        missing.append(f"no draft VLM release in {root}/: sd, lvspec, lvspec-pst and fly are skipped")
+    if sparrow is None or not _sparrow_fits(sparrow, target):
+        missing.append(f"no Sparrow release for {target} in {root}/: using a random-weight Sparrow draft")
+        sparrow = "random"
+    return ModelChoice(target, draft, sparrow, "release", missing)
+
+
+def _sparrow_fits(sparrow: str, target: str) -> bool:
+    """Whether a Sparrow release was distilled from ``target`` (by its manifest's target id)."""
+    for name in ("manifest.json", "config.json"):
+        f = Path(sparrow) / name
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            tid = data.get("target_id") or data.get("target") or ""
+            if tid:
+                return Path(str(tid)).name == Path(target).name or str(tid) == target
+    return False
+
+
+def available_methods(choice: ModelChoice) -> tuple[str, ...]:
+    """The methods the chosen models can run."""
+    from vidspec.decoding.methods import METHODS
+
+    drafting = ("sd", "lvspec", "lvspec-pst", "fly")
+    return tuple(m for m in METHODS if choice.draft is not None or m not in drafting)
+
+
+def build_validation_set(path: str | Path, num_videos: int, seed: int = 0) -> Path:
+    """A small SynthVid validation split (reused when already built with these settings)."""
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid, is_synthvid_dataset
+
+    path = Path(path)
+    # The CPU testbed is trained on easy 64x64 scenes (configs/train/synthvid-target-cpu.yaml).
+    cfg = SynthVidConfig(num_videos=num_videos, seed=seed, preset="easy", size="64x64", split="validation",
+                         mcq_per_video=1, open_per_video=0)
+    stamp = path / "demo-config.json"
+    want = json.dumps({"num_videos": num_videos, "seed": seed, "preset": "easy", "size": "64x64"})
+    if is_synthvid_dataset(path) and stamp.is_file() and stamp.read_text() == want:
+        return path
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    out = Path(generate_synthvid(path, cfg, progress=False))
+    stamp.write_text(want)
+    return out
+
+
+def _recipe_commands(recipe: Path, prefix: str) -> list[list[str]]:
+    """The ``vidspec ...`` commands a recipe's header states for ``prefix`` (e.g. "vidspec data")."""
+    cmds, current = [], None
+    for line in recipe.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        text = line.lstrip("#").strip()
+        if current is not None:
+            current += " " + text.rstrip("\\").strip()
+            if not text.endswith("\\"):
+                cmds.append(shlex.split(current))
+                current = None
+        elif text.startswith(prefix):
+            current = text.rstrip("\\").strip()
+            if not text.endswith("\\"):
+                cmds.append(shlex.split(current))
+                current = None
+    return cmds
+
+
+def train_models(out: Path) -> tuple[dict[str, str], list[str]]:
+    """Retrain the CPU testbed models from their recipes (``--train``); returns (releases, missing).
+
+    Each present recipe runs as the commands its header states: the data command, then
+    ``vidspec train fit --config RECIPE``, then ``vidspec export`` into ``OUT/releases/<role>``.
+    """
+    vidspec = [sys.executable, "-m", "vidspec.decoding.cli"]
+    releases, missing = {}, []
+    for role, recipe in TRAIN_RECIPES.items():
+        path = Path(recipe)
+        if not path.is_file():
+            missing.append(f"--train: no recipe {recipe} yet ({role} not retrained)")
+            continue
+        for cmd in _recipe_commands(path, "vidspec data"):
+            _run_step(vidspec + cmd[1:])
+        run_dir = out / "train" / role
+        _run_step(vidspec + ["train", "fit", "--config", str(path), "--trainer.default_root_dir", str(run_dir)])
+        ckpts = sorted(run_dir.rglob("last.ckpt")) or sorted(Path("runs").glob(f"{path.stem}/**/last.ckpt"))
+        if not ckpts:
+            missing.append(f"--train: {recipe} wrote no last.ckpt")
+            continue
+        rel = out / "releases" / role
+        _run_step(vidspec + ["export", "--ckpt", str(ckpts[-1]), "--out", str(rel)])
+        releases[role] = str(rel)
+    return releases, missing
+
+
+def _run_step(cmd: list[str]) -> None:
+    print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+    if subprocess.run(cmd).returncode != 0:
+        raise VidspecError(f"--train step failed: {' '.join(cmd[3:])}")
+
+
+def run_demo(out: str | None = None, limit: int = 3, max_new_tokens: int = 24, data_dir: str | None = None,
+             releases: str = RELEASES_DIR, train: bool = False, progress: bool = True) -> int:
+    """Run the demo; returns the exit status."""
+    from vidspec.evaluation.records import CONVENTIONS
+    from vidspec.evaluation.report import markdown_table, write_report
+    from vidspec.evaluation.runner import EvalConfig, run_eval
+
+    t0 = time.perf_counter()
+    if limit < 1 or max_new_tokens < 1:
+        raise ConfigError("--limit and --max-new-tokens must be >= 1")
+    out_dir = Path(out or f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
+    choice = discover_models(releases)
+    if train:
+        trained, missing = train_models(out_dir)
+        if "target" in trained:
+            choice = ModelChoice(trained["target"], trained.get("draft"), trained.get("sparrow", "random"), "release")
+        choice.missing += missing
+    print(f"vidspec demo: models: {choice.source} (target {choice.target}, draft {choice.draft}, "
+          f"Sparrow {choice.sparrow})")
+    for line in choice.missing:
+        print(f"  missing: {line}")
+    if choice.source == "tiny":
+        print("  note: random-weight models write gibberish; speed and τ are real, fidelity is not meaningful")
+
+    data = build_validation_set(Path(data_dir or "data/cache/demo-synthvid"), num_videos=max(limit, 1))
+    methods = available_methods(choice)
+    cfg = EvalConfig(benchmark="synthvid_captions", data=str(data), out=str(out_dir / "eval"), limit=limit,
+                     target=choice.target, draft=choice.draft, sparrow=choice.sparrow, methods=methods,
+                     max_new_tokens=max_new_tokens, progress=progress)
+    summary = run_eval(cfg)
+    report = write_report(out_dir)
+    print()
+    print(f"SynthVid captions, {summary['n_samples']} validation videos, {max_new_tokens} new tokens max")
+    print(markdown_table(summary["methods"]))
+    print()
+    print(CONVENTIONS)
+    print(f"\nreport: {report} (plots in {out_dir / 'plots'}, TensorBoard: tensorboard --logdir {out_dir / 'tb'})")
+    print(f"demo took {time.perf_counter() - t0:.0f} s")
+    return 0

@@ -1,0 +1,229 @@
+"""Tables, plots and TensorBoard scalars from evaluation runs (``vidspec report DIR``).
+
+Usage::
+
+    vidspec report runs/sv                # one run folder (it holds records.jsonl)
+    vidspec report runs/                  # every run folder below: one table per benchmark
+
+Writes ``DIR/report.md`` (a Markdown table per benchmark, the metric conventions stated),
+``DIR/plots/<benchmark>-{pareto,tau,acceptance}.png`` and TensorBoard scalars under ``DIR/tb``.
+The numbers are recomputed from the records, so a report of a run still in progress is valid for
+the samples done.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.methods import METHODS
+from vidspec.evaluation.records import CONVENTIONS, MethodSummary, iter_runs, read_jsonl, summarize
+
+#: Methods that must reproduce AR token for token (ALGORITHMS.md: strict modes are lossless).
+STRICT_METHODS = ("ar", "sd", "sparrow")
+
+
+@dataclass
+class RunData:
+    """One run folder, read back.
+
+    Attributes:
+        path: the folder.
+        benchmark: its benchmark name.
+        config: its ``config.json`` (empty when missing).
+        summary: its ``summary.json`` (empty when missing): git, versions, machine.
+        records: its sample records.
+        methods: per-method aggregates recomputed from the records.
+    """
+
+    path: Path
+    benchmark: str
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    records: list[dict]
+    methods: dict[str, MethodSummary]
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read a run folder and aggregate its records."""
+    path = Path(path)
+    records = read_jsonl(path / "records.jsonl")
+    judgements = read_jsonl(path / "judgements.jsonl")
+    config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
+    summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
+    benchmark = (records[0]["benchmark"] if records else None) or config.get("benchmark") or path.name
+    order = [m for m in METHODS if any(r["method"] == m for r in records)]
+    order += [m for m in dict.fromkeys(r["method"] for r in records) if m not in order]
+    return RunData(path, benchmark, config, summary, records, summarize(records, order, judgements))
+
+
+def _f(x: float | None, fmt: str = "{:.2f}", suffix: str = "") -> str:
+    return "n/a" if x is None else fmt.format(x) + suffix
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def markdown_table(methods: dict[str, MethodSummary]) -> str:
+    """The per-method table of one benchmark."""
+    head = ("| method | n | τ | DSR | ESR | tok/s | retention | score | accuracy | fact P / R | "
+            "token-identical | loose / shift acc. |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for m, s in methods.items():
+        lines.append("| " + " | ".join([
+            m + (" (strict)" if m in STRICT_METHODS else ""),
+            str(s["n_samples"]),
+            f"{s['tau']:.2f}",
+            _f(s["dsr"], suffix="x"),
+            _f(s["esr"], suffix="x"),
+            _f(s["tokens_per_s"], "{:.1f}"),
+            _pct(s["retention"]),
+            _f(s["score"], "{:.3f}"),
+            _pct(s["accuracy"]),
+            "n/a" if s["fact_precision"] is None else f"{s['fact_precision']:.2f} / {s['fact_recall']:.2f}",
+            _pct(s["token_identical_share"]),
+            f"{s['loose_accepted']} / {s['shift_accepted']}",
+        ]) + " |")
+    return "\n".join(lines)
+
+
+def _run_header(run: RunData) -> str:
+    cfg, summ = run.config, run.summary
+    machine = summ.get("machine", {})
+    models = cfg.get("models") or summ.get("config", {}).get("models") or {}
+    where = machine.get("gpu") or machine.get("cpu") or "unknown machine"
+    parts = [
+        f"- run: `{run.path}`",
+        f"- target `{cfg.get('target')}`, draft `{models.get('draft', cfg.get('draft'))}`, Sparrow "
+        f"`{models.get('sparrow', cfg.get('sparrow'))}`; K = {cfg.get('k') or 'method default'}; "
+        f"max new tokens {cfg.get('max_new_tokens') or 'task default'}",
+        f"- {len({r['sample_id'] for r in run.records})} samples; measured on {where} "
+        f"({machine.get('cpus_usable', '?')} usable cores, torch {machine.get('torch', '?')}), "
+        f"git {str(summ.get('git', {}).get('sha') or '?')[:10]}"
+        + (" (dirty)" if summ.get("git", {}).get("dirty") else ""),
+    ]
+    return "\n".join(parts)
+
+
+def plot_run(run: RunData, plots: Path) -> list[Path]:
+    """Pareto (speedup vs fidelity), τ distribution and acceptance-by-position PNGs of one run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots.mkdir(parents=True, exist_ok=True)
+    written = []
+    methods = run.methods
+    name = run.benchmark
+
+    # Pareto view: retention when the run has scores, else the share of token-identical outputs.
+    use_ret = any(s["retention"] is not None for s in methods.values())
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for m, s in methods.items():
+        x = s["retention"] if use_ret else s["token_identical_share"]
+        y = s["dsr"]
+        if x is None or y is None:
+            continue
+        ax.scatter([100 * x], [y], s=40)
+        ax.annotate(m, (100 * x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("retention vs AR (%)" if use_ret else "token-identical to AR (%) [no fidelity scores]")
+    ax.set_ylabel("DSR (decode speedup vs AR)")
+    ax.set_title(f"{name}: speedup vs fidelity")
+    fig.tight_layout()
+    written.append(plots / f"{name}-pareto.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(max(5.5, 0.9 * len(methods)), 4))
+    data = [[r["tau"] for r in run.records if r["method"] == m] for m in methods]
+    ax.boxplot(data, showmeans=True)
+    ax.set_xticks(range(1, len(methods) + 1), list(methods), rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("τ (tokens per target pass, per sample)")
+    ax.set_title(f"{name}: τ distribution")
+    fig.tight_layout()
+    written.append(plots / f"{name}-tau.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for m, s in methods.items():
+        acc = s["acceptance_by_position"]
+        if acc:
+            ax.plot(range(1, len(acc) + 1), acc, marker="o", ms=3, label=m)
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("acceptance rate")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"{name}: acceptance by draft position")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    written.append(plots / f"{name}-acceptance.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    return written
+
+
+def write_tensorboard(runs: list[RunData], tb: Path) -> None:
+    """Per-method aggregates (step 0) and per-sample τ/DSR (step = sample index) as scalars."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=str(tb))
+    try:
+        for run in runs:
+            for m, s in run.methods.items():
+                for key in ("tau", "dsr", "esr", "tokens_per_s", "retention", "accuracy", "token_identical_share"):
+                    if s[key] is not None:
+                        writer.add_scalar(f"{run.benchmark}/{key}/{m}", float(s[key]), 0)
+                recs = [r for r in run.records if r["method"] == m]
+                for i, r in enumerate(recs):
+                    writer.add_scalar(f"{run.benchmark}/sample_tau/{m}", r["tau"], i)
+                    if r["dsr"] is not None:
+                        writer.add_scalar(f"{run.benchmark}/sample_dsr/{m}", r["dsr"], i)
+    finally:
+        writer.close()
+
+
+def render_markdown(runs: list[RunData], plot_paths: dict[str, list[Path]], base: Path) -> str:
+    """The whole report as Markdown."""
+    out = ["# vidspec evaluation report", "", f"**Conventions.** {CONVENTIONS}", "",
+           "Strict methods (marked) must be token-identical to AR (100%); `n/a` means the metric does "
+           "not apply or a side had nothing to compare (e.g. retention when AR scores 0, as untrained "
+           "models do).", ""]
+    for run in runs:
+        out += [f"## {run.benchmark}", "", _run_header(run), "", markdown_table(run.methods), ""]
+        for p in plot_paths.get(str(run.path), []):
+            rel = p.relative_to(base) if p.is_relative_to(base) else p
+            out.append(f"![{p.stem}]({rel})")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_report(path: str | Path, plots: bool = True, tensorboard: bool = True) -> Path:
+    """Write ``report.md``, plots and TensorBoard scalars for the run(s) at ``path``.
+
+    Returns:
+        The path of ``report.md``.
+
+    Raises:
+        ConfigError: ``path`` holds no run.
+    """
+    base = Path(path)
+    runs = [load_run(p) for p in iter_runs(base)]
+    runs = [r for r in runs if r.records]
+    if not runs:
+        raise ConfigError(f"{base}: no evaluation results (records.jsonl) found there or in its subfolders")
+    plot_paths: dict[str, list[Path]] = {}
+    if plots:
+        for run in runs:
+            plot_paths[str(run.path)] = plot_run(run, base / "plots")
+    if tensorboard:
+        write_tensorboard(runs, base / "tb")
+    md = base / "report.md"
+    md.write_text(render_markdown(runs, plot_paths, base) + "\n", encoding="utf-8")
+    return md
