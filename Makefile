@@ -50,5 +50,10 @@ lint: install
 	$(VENV)/bin/ruff check packages tests benchmarks
 	$(VENV)/bin/lint-imports
 
+# Small fixed CPU evaluation (SynthVid, every method) against benchmarks/baselines/eval-ci.json; exit 1 on a
+# regression. Update the baseline explicitly: $(VENV)/bin/vidspec eval-ci --update-baseline --reason "..."
+eval-ci: install
+	$(VENV)/bin/vidspec eval-ci
+
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
