@@ -25,6 +25,7 @@ A recipe with an unknown key or a bad value exits with status 2 and one line nam
 from __future__ import annotations
 
 import sys
+import warnings
 
 import yaml
 from lightning.pytorch import LightningModule
@@ -112,7 +113,10 @@ def run_cli(argv: list[str], run: bool = True, cli_class: type[VidspecTrainCLI] 
     if not run:
         kwargs["run"] = False
     try:
-        return cli_class(**kwargs)
+        with warnings.catch_warnings():
+            # `vidspec train` passes its own argv: LightningCLI's "args and sys.argv both given" is noise.
+            warnings.filterwarnings("ignore", message=".*args parameter is intended to run from within Python.*")
+            return cli_class(**kwargs)
     except ArgumentError as e:
         if (user := _user_error(e)) is not None:
             raise ConfigError(_one_line(str(user))) from None

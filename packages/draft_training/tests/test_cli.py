@@ -1,0 +1,109 @@
+"""`vidspec train` and `vidspec export`: recipes parse, bad keys exit 2, exact resume, export round trip."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vidspec.decoding.cli import main as vidspec
+from vidspec.draft_training.callbacks import read_metrics
+from vidspec.draft_training.cli import parse_recipe
+from vidspec.draft_training.testing import tiny_recipe
+
+REPO = Path(__file__).resolve().parents[3]
+RECIPES = sorted((REPO / "configs" / "train").glob("*.yaml"))
+
+
+def _losses(run: Path) -> dict[int, float]:
+    # A resumed run appends to the same file; the last record of a step wins.
+    return {r["step"]: r["train/loss"] for r in read_metrics(run / "metrics.jsonl") if "train/loss" in r}
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=[p.name for p in RECIPES])
+def test_every_recipe_parses(recipe):
+    cfg = parse_recipe(str(recipe))
+    assert cfg.fit.model.class_path
+    text = recipe.read_text()
+    assert text.startswith("#") and "vidspec train fit --config configs/train/" + recipe.name in text
+
+
+def test_found_the_recipes():
+    names = {p.name for p in RECIPES}
+    assert {"synthvid-target-cpu.yaml", "synthvid-draft-cpu.yaml", "synthvid-target-gpu.yaml",
+            "synthvid-draft-gpu.yaml"} <= names
+
+
+@pytest.mark.parametrize("where,key", [("model", "bogus_width"), ("trainer", "max_stepz"), ("data", "batchsize")])
+def test_wrong_key_exits_2_naming_it(tmp_path, tiny_dataset, capsys, where, key):
+    path = tiny_recipe(tmp_path, tiny_dataset)
+    recipe = yaml.safe_load(path.read_text())
+    section = recipe["model"]["init_args"] if where == "model" else recipe[where]
+    section[key] = 1
+    path.write_text(yaml.safe_dump(recipe))
+    assert vidspec(["train", "fit", "--config", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and key in err[0], err
+
+
+def test_bad_value_exits_2(tmp_path, tiny_dataset, capsys):
+    path = tiny_recipe(tmp_path, tiny_dataset)
+    code = vidspec(["train", "fit", "--config", str(path), "--model.init_args.arch.family", "gpt2"])
+    assert code == 2 and "family" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_dataset):
+    out = tmp_path_factory.mktemp("run_a")
+    assert vidspec(["train", "fit", "--config", str(tiny_recipe(out, tiny_dataset, max_steps=6, every=3))]) == 0
+    return out
+
+
+def test_killed_run_resumes_with_the_same_losses(tmp_path, tiny_dataset, uninterrupted):
+    # 8 rows / batch 2 = 4 batches an epoch: the checkpoint at step 3 is mid-epoch and the resumed
+    # run crosses into epoch 1.
+    recipe = str(tiny_recipe(tmp_path, tiny_dataset, max_steps=6, every=3))
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        vidspec(["train", "fit", "--config", recipe, "--fail_at_step", "5"])
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert vidspec(["train", "fit", "--config", recipe, "--ckpt_path", "last"]) == 0
+    want, got = _losses(uninterrupted), _losses(tmp_path)
+    assert sorted(want) == sorted(got) == [1, 2, 3, 4, 5, 6]
+    for step in want:
+        assert got[step] == pytest.approx(want[step], abs=1e-6), (step, got, want)
+    assert (tmp_path / "config.yaml").is_file()  # the resolved config beside the outputs
+
+
+def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_dataset, capsys):
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.types import Request
+    from vidspec.draft_training.export import load_module
+
+    ckpt = uninterrupted / "checkpoints" / "last.ckpt"
+    out = tmp_path / "release"
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out)]) == 0
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "vidspec.json", "manifest.json", "README.md"):
+        assert (out / f).is_file(), f
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["fingerprint"] == hashlib.sha256(b"model.safetensors\0" + (out / "model.safetensors").read_bytes()).hexdigest()
+    assert manifest["git_sha"] and manifest["metrics"]["global_step"] == 6 and "train/loss" in manifest["metrics"]
+    assert manifest["training_config"]["model"]["class_path"].endswith("VLMSFTModule")
+    assert json.loads((out / "vidspec.json").read_text())["max_frames"] == 4
+
+    module, _ = load_module(ckpt)
+    video = str(tiny_dataset / "videos" / "v1.mp4")
+    results = []
+    for target in (module.as_target(), load_target(str(out))):
+        request = Request(prompt="Describe the video in detail.", clip=target.read_video(video))
+        results.append(build_decoder("ar", target=target).generate(request, max_new_tokens=12).token_ids)
+    assert results[0] == results[1] and len(results[0]) > 0
+    capsys.readouterr()
+    assert vidspec(["generate", "--target", str(out), "--video", video, "--max-new-tokens", "12", "--json"]) == 0
+    assert tuple(json.loads(capsys.readouterr().out)["token_ids"]) == results[0]
+
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out)]) == 2  # no silent overwrite
+    assert vidspec(["export", "--ckpt", str(tmp_path / "nope.ckpt"), "--out", str(tmp_path / "x")]) == 2

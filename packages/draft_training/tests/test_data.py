@@ -1,0 +1,89 @@
+"""VideoTextDataModule: the batch contract, style filter, MCQ prompts, parity with decoding, resume order."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vidspec.decoding.types import Request
+from vidspec.draft_training.arch import ArchConfig
+from vidspec.draft_training.data import MCQ_INSTRUCTION, ResumableSampler, VideoTextDataModule
+from vidspec.draft_training.sft import VLMSFTModule
+from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
+
+
+def _module(dataset, family):
+    torch.manual_seed(0)
+    opts = QWEN_OPTIONS if family == "qwen2.5-vl" else None
+    return VLMSFTModule(tokenizer=str(dataset / "tokenizer"), arch=ArchConfig(**ARCH[family]), max_frames=4,
+                        adapter_options=opts)
+
+
+def _dm(dataset, module, **kw):
+    dm = VideoTextDataModule(str(dataset), **{"tables": [".", "mcq"], "batch_size": 3, "shuffle": False, **kw})
+    dm.attach(module.input_spec())
+    dm.setup("fit")
+    return dm
+
+
+@pytest.mark.parametrize("family", ["llava-ov", "qwen2.5-vl"])
+def test_batch_contract(tiny_dataset, family):
+    m = _module(tiny_dataset, family)
+    dm = _dm(tiny_dataset, m, caption_styles=["alpha"])
+    b = next(iter(dm.train_dataloader()))
+    tok = m.tokenizer
+    B, L = b["input_ids"].shape
+    assert B == 3 and b["input_ids"].dtype == torch.int64 and b["family"] == family
+    assert b["attention_mask"].shape == b["labels"].shape == b["answer_mask"].shape == (B, L)
+    assert b["answer_mask"].dtype == torch.bool and torch.equal(b["answer_mask"], b["labels"] != -100)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    for i in range(B):
+        n = int(b["attention_mask"][i].sum())
+        assert torch.all(b["input_ids"][i, n:] == tok.pad_token_id)  # right padding
+        ans = b["labels"][i][b["answer_mask"][i]]
+        assert torch.equal(ans, b["input_ids"][i, n - len(ans):n]) and ans[-1] == eos  # answer + eos at the end
+        assert tok.decode(ans[:-1]).strip().endswith("moves to the right.")  # style alpha only
+    if family == "qwen2.5-vl":
+        assert b["video_grid_thw"].shape == (B, 3) and b["second_per_grid_ts"].shape == (B,)
+        patches = int(b["video_grid_thw"].prod(dim=1).sum())
+        assert b["pixel_values_videos"].shape == (patches, 3 * 2 * 14 * 14)
+        vid = tok.convert_tokens_to_ids("<|video_pad|>")
+        assert torch.equal(b["mm_token_type_ids"] == 2, b["input_ids"] == vid)
+    else:
+        assert b["pixel_values_videos"].shape == (B, 4, 3, 56, 56)
+
+
+def test_mcq_rows_and_style_filter(tiny_dataset):
+    m = _module(tiny_dataset, "llava-ov")
+    dm = _dm(tiny_dataset, m, caption_styles=["beta"])
+    rows = dm.train_set.rows
+    assert len(rows) == 8  # 4 beta captions + 4 MCQs
+    mcq = [r for r in rows if r.prompt.endswith(MCQ_INSTRUCTION)]
+    assert len(mcq) == 4 and mcq[0].answer == "A" and "\nA. Red.\nB. Green." in mcq[0].prompt
+    assert all(r.answer.startswith("The video shows") for r in rows if r not in mcq)
+
+
+@pytest.mark.parametrize("family", ["llava-ov", "qwen2.5-vl"])
+def test_training_inputs_equal_decoding_inputs(tiny_dataset, family):
+    """The training forward at the last prompt position gives the decoding adapter's prefill logits."""
+    m = _module(tiny_dataset, family).eval()
+    dm = _dm(tiny_dataset, m)
+    row, sample = dm.train_set.rows[0], dm.train_set[0]
+    target = m.as_target()
+    state = target.prefill(Request(prompt=row.prompt, clip=target.read_video(row.video)))
+    n_prompt = int((sample["labels"] == -100).sum())
+    assert torch.equal(state.prompt_ids, sample["input_ids"][:n_prompt])
+    with torch.no_grad():
+        h = m.hidden_states(dm.collator()([sample]))
+        logits = m.model.lm_head(h[0, n_prompt - 1])
+    torch.testing.assert_close(logits, state.first_logits, atol=1e-4, rtol=1e-4)
+
+
+def test_resumable_sampler_continues_the_epoch():
+    data = list(range(10))
+    full = list(ResumableSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3, epoch=2))
+    resumed = ResumableSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3, epoch=2, skip=4)
+    assert list(resumed) == full[4:]
+    assert list(resumed) == full  # the skip applies once
+    resumed.set_epoch(3)
+    assert list(resumed) == list(ResumableSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3, epoch=3))
