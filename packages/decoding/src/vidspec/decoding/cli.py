@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         # Weight-loading progress bars of transformers/huggingface_hub are noise for a CLI user.
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        _disable_loaded_progress_bars()
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -78,6 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vidspec {name}: interrupted", file=sys.stderr)
         return 130
     return int(code or 0)
+
+
+def _disable_loaded_progress_bars() -> None:
+    # The environment variable only counts before those libraries are imported; when main() runs
+    # inside a process that already imported them (tests, notebooks) switch them off directly.
+    if "huggingface_hub" in sys.modules:
+        sys.modules["huggingface_hub"].utils.disable_progress_bars()
+    if "transformers" in sys.modules:
+        sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def normalize_flags(argv: list[str]) -> list[str]:
