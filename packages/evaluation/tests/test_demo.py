@@ -1,0 +1,46 @@
+"""``vidspec demo`` in fallback mode (no releases yet), and release discovery."""
+
+from __future__ import annotations
+
+import json
+
+from vidspec.decoding.cli import main
+from vidspec.decoding.methods import METHODS
+from vidspec.evaluation.demo import available_methods, discover_models
+
+
+def test_demo_falls_back_to_tiny_models(tmp_path, capsys):
+    out = tmp_path / "demo"
+    code = main(["demo", "--limit", "1", "--max-new-tokens", "8", "--out", str(out), "--data-dir",
+                 str(tmp_path / "sv"), "--releases", str(tmp_path / "no-releases"), "--no-progress"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "missing: no target release" in printed and "random-weight" in printed
+    report = (out / "report.md").read_text()
+    for m in METHODS:
+        assert f"| {m}" in report and f"| {m}" in printed
+    assert (out / "plots" / "synthvid_captions-pareto.png").is_file()
+    assert json.loads((out / "eval" / "summary.json").read_text())["n_samples"] == 1
+
+
+def _release(path, **manifest):
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    (path / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_discover_releases(tmp_path):
+    _release(tmp_path / "synthvid-target-cpu", kind="video-llm")
+    _release(tmp_path / "synthvid-draft-cpu", kind="video-llm")
+    _release(tmp_path / "sparrow-synthvid-cpu", kind="sparrow-draft", target_id="synthvid-target-cpu")
+    c = discover_models(tmp_path)
+    assert c.source == "release" and c.missing == []
+    assert c.target.endswith("synthvid-target-cpu") and c.draft.endswith("synthvid-draft-cpu")
+    assert c.sparrow.endswith("sparrow-synthvid-cpu")
+    assert available_methods(c) == METHODS
+
+    other = tmp_path / "only-target"
+    _release(other / "synthvid-target-cpu", kind="video-llm")
+    c = discover_models(other)
+    assert c.draft is None and c.sparrow == "random" and len(c.missing) == 2
+    assert "sd" not in available_methods(c) and "sparrow" in available_methods(c)

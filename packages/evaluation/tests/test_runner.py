@@ -1,0 +1,128 @@
+"""The side-by-side runner on tiny models: records, losslessness, speedups, summary, resume rules."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+import pytest
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.methods import METHODS
+from vidspec.evaluation import runner as runner_mod
+from vidspec.evaluation.records import JsonlLog, SampleRecord, read_jsonl, speedups, summarize
+from vidspec.evaluation.runner import EvalConfig, run_eval
+from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+
+@pytest.fixture(scope="module")
+def synthvid(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sv") / "sv"
+    return generate_synthvid(out, SynthVidConfig(num_videos=2, seed=0, preset="easy", size="64x64",
+                                                 split="validation", mcq_per_video=1, open_per_video=0),
+                             progress=False)
+
+
+@pytest.fixture(scope="module")
+def run(synthvid, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(out), sparrow="random",
+                     max_new_tokens=10, progress=False)
+    return cfg, run_eval(cfg)
+
+
+def test_every_sample_and_method_recorded_with_the_schema(run):
+    cfg, summary = run
+    records = read_jsonl(f"{cfg.out}/records.jsonl")
+    assert len(records) == 2 * len(METHODS)
+    assert {(r["sample_id"], r["method"]) for r in records} == {
+        (s, m) for s in {r["sample_id"] for r in records} for m in METHODS}
+    for r in records:
+        assert set(r) == set(typing.get_type_hints(SampleRecord)), "records follow the TypedDict exactly"
+        assert r["num_new_tokens"] == len(r["token_ids"]) >= 1
+        assert r["wall_s"] >= r["prefill_s"] + r["decode_s"] > 0
+        assert r["fact_precision"] is not None and r["metric"] == "synthvid_facts"
+    # AR comes first for each sample: every other record was measured against it.
+    first = {}
+    for r in records:
+        first.setdefault(r["sample_id"], r["method"])
+    assert set(first.values()) == {"ar"}
+
+
+def test_strict_methods_are_token_identical_to_ar(run):
+    cfg, summary = run
+    for r in read_jsonl(f"{cfg.out}/records.jsonl"):
+        if r["method"] in ("ar", "sd", "sparrow"):
+            assert r["token_identical_to_ar"], r["method"]
+        if r["method"] == "ar":
+            assert r["tau"] == 1.0 and r["dsr"] == 1.0 and r["esr"] == 1.0
+    for m in ("ar", "sd", "sparrow"):
+        assert summary["methods"][m]["token_identical_share"] == 1.0
+    # Loose methods accept mismatches, so their τ cannot fall below strict SD's with the same draft.
+    assert summary["methods"]["lvspec"]["tau"] >= summary["methods"]["sd"]["tau"]
+
+
+def test_summary_has_provenance_and_conventions(run):
+    cfg, summary = run
+    on_disk = json.loads(open(f"{cfg.out}/summary.json").read())
+    assert on_disk["methods"].keys() == set(METHODS)
+    assert "DSR" in on_disk["conventions"] and "ESR" in on_disk["conventions"]
+    assert on_disk["machine"]["cpu_count"] and on_disk["machine"]["torch"]
+    assert "torch" in on_disk["versions"] and "vidspec-evaluation" in on_disk["versions"]
+    assert "sha" in on_disk["git"]
+    assert on_disk["config"]["methods"][0] == "ar"
+
+
+def test_rerun_decodes_nothing_and_other_config_is_refused(run, monkeypatch):
+    cfg, _ = run
+
+    def boom(*a, **k):
+        raise AssertionError("a finished (sample, method) was decoded again")
+
+    monkeypatch.setattr(runner_mod, "decode_sample", boom)
+    monkeypatch.setattr(runner_mod, "load_models", boom)
+    again = run_eval(cfg)
+    assert len(read_jsonl(f"{cfg.out}/records.jsonl")) == 2 * len(METHODS)
+    assert again["methods"].keys() == set(METHODS)
+    with pytest.raises(ConfigError, match="another config"):
+        run_eval(EvalConfig(**{**cfg.to_dict(), "methods": cfg.methods, "max_new_tokens": 11}))
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="unknown method"):
+        EvalConfig(benchmark="synthvid_captions", out="x", methods=("ar", "nope"))
+    with pytest.raises(ConfigError, match="--sparrow"):
+        EvalConfig(benchmark="synthvid_captions", out="x", methods=("sparrow",))
+    assert EvalConfig(benchmark="b", out="x", methods="sd,ar").methods == ("ar", "sd")
+
+
+def test_jsonl_log_drops_a_torn_last_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with JsonlLog(path) as log:
+        log.append({"schema": 1, "sample_id": "a", "method": "ar", "x": 1})
+        with pytest.raises(ValueError):
+            log.append({"schema": 1, "sample_id": "a", "method": "ar", "x": 2})
+    with open(path, "ab") as fh:
+        fh.write(b'{"schema": 1, "sample_id": "b", "meth')
+    with JsonlLog(path) as log:
+        assert log.dropped_partial and len(log) == 1
+        log.append({"schema": 1, "sample_id": "b", "method": "ar", "x": 3})
+    assert [r["sample_id"] for r in read_jsonl(path)] == ["a", "b"]
+
+
+def _rec(method, n, decode_s, wall_s, tau=1.0, score=None):
+    return {"sample_id": "s", "method": method, "num_new_tokens": n, "decode_s": decode_s, "wall_s": wall_s,
+            "tau": tau, "target_passes": n - 1, "acceptance_by_position": [], "token_identical_to_ar": True,
+            "metric": "synthvid_facts", "score": score, "correct": None, "fact_precision": None,
+            "fact_recall": None, "fact_hallucinations": None, "loose_accepted": 0, "shift_accepted": 0}
+
+
+def test_speedups_are_per_token():
+    ar = _rec("ar", 11, decode_s=2.0, wall_s=3.0)
+    # Half the time per decoded token but twice the tokens: DSR 2 even though total time is equal.
+    m = _rec("lvspec", 21, decode_s=2.0, wall_s=3.0)
+    dsr, esr = speedups(m, ar)
+    assert dsr == pytest.approx(2.0)
+    assert esr == pytest.approx((3.0 / 11) / (3.0 / 21))
+    s = summarize([ar | {"score": 0.5}, m | {"score": 0.4}])
+    assert s["lvspec"]["retention"] == pytest.approx(0.8)
