@@ -126,3 +126,39 @@ def test_speedups_are_per_token():
     assert esr == pytest.approx((3.0 / 11) / (3.0 / 21))
     s = summarize([ar | {"score": 0.5}, m | {"score": 0.4}])
     assert s["lvspec"]["retention"] == pytest.approx(0.8)
+
+
+class _Canned:
+    """A judge model that always gives 4 (the server and client are real; the model is not needed)."""
+
+    name = "canned"
+
+    def complete(self, messages, max_tokens):
+        return '{"score": 4}'
+
+
+def test_gpt_judge_phase_is_resumable_and_never_scores_unparsable(run, synthvid, monkeypatch):
+    from dataclasses import replace
+
+    from vidspec.evaluation.benchmarks import load_benchmark
+    from vidspec.evaluation.testing.server import ChatCompletionsServer
+
+    cfg, _ = run
+    samples = load_benchmark("synthvid_captions", synthvid)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ChatCompletionsServer(_Canned()) as server:
+        jcfg = replace(cfg, judge=True, judge_base_url=server.base_url, judge_model="canned")
+        server.inject("unparsable", times=1)
+        runner_mod.judge_run(jcfg, runner_mod.Path(cfg.out), samples)
+        asked = server.request_count
+        # Identical outputs (strict methods repeat AR) are answered from the verdict cache.
+        assert 2 <= asked <= 2 * len(METHODS)
+        runner_mod.judge_run(jcfg, runner_mod.Path(cfg.out), samples)
+        assert server.request_count == asked, "nothing is judged twice"
+    judged = read_jsonl(f"{cfg.out}/judgements.jsonl")
+    assert len(judged) == 2 * len(METHODS)
+    bad = [j for j in judged if j["judge_status"] != "ok"]
+    assert bad and all(j["judge_score"] is None for j in bad)
+    summary = runner_mod.write_summary(runner_mod.Path(cfg.out), cfg, "synthvid_captions")
+    assert sum(m["judge_unparsable"] for m in summary["methods"].values()) == len(bad)
+    assert {m["judge_score"] for m in summary["methods"].values()} <= {4.0, None}
