@@ -186,10 +186,12 @@ def _bare_bools(fn: Callable[..., int], argv: list[str]) -> list[str]:
 
 
 def _parse_and_call(fn: Callable[..., int], prog: str, argv: list[str], positional: tuple[str, ...] = ()) -> int:
-    from jsonargparse import ArgumentParser
+    from jsonargparse import ActionConfigFile, ArgumentParser
 
     parser = ArgumentParser(prog=prog, description=(fn.__doc__ or "").splitlines()[0], exit_on_error=False,
                             default_env=False)
+    # A recipe (configs/eval/*.yaml) gives the same options; flags after it override it.
+    parser.add_argument("--config", action=ActionConfigFile, help="a YAML file with these options")
     parser.add_function_arguments(fn, as_positional=bool(positional))
     try:
         cfg = parser.parse_args(_bare_bools(fn, normalize_flags(argv)))
@@ -201,6 +203,16 @@ def _parse_and_call(fn: Callable[..., int], prog: str, argv: list[str], position
             raise cause from None
         raise ConfigError(_one_line(str(e))) from None
     return fn(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
+
+
+def eval_parser():
+    """The parser of ``vidspec eval`` (recipe tests parse configs/eval/*.yaml with it)."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(prog="vidspec eval", exit_on_error=False, default_env=False)
+    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_function_arguments(evaluate)
+    return parser
 
 
 def eval_main(argv: list[str]) -> int:
