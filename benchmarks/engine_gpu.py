@@ -105,7 +105,8 @@ def machine_info() -> dict:
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                                     text=True).stdout.strip())
     except (OSError, subprocess.CalledProcessError):
-        sha, dirty = "unknown", None
+        # The GPU machine receives the tree without .git: the caller passes the commit instead.
+        sha, dirty = os.environ.get("VIDSPEC_GIT_SHA", "unknown"), None
     p = torch.cuda.get_device_properties(0)
     return {
         "gpu": torch.cuda.get_device_name(0), "gpu_memory_gib": round(p.total_memory / 2**30, 1),
