@@ -44,3 +44,22 @@ def test_discover_releases(tmp_path):
     c = discover_models(other)
     assert c.draft is None and c.sparrow == "random" and len(c.missing) == 2
     assert "sd" not in available_methods(c) and "sparrow" in available_methods(c)
+
+
+def test_train_says_what_is_not_available(tmp_path, monkeypatch):
+    from vidspec.evaluation import demo
+
+    monkeypatch.setattr(demo, "TRAIN_RECIPES", {"target": str(tmp_path / "none.yaml")})
+    monkeypatch.setattr(demo, "_run_step", lambda cmd: (_ for _ in ()).throw(AssertionError(cmd)))
+    releases, missing = demo.train_models(tmp_path)
+    assert releases == {} and "no recipe" in missing[0]
+
+
+def test_recipe_header_commands(tmp_path):
+    from vidspec.evaluation.demo import _recipe_commands
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("# Data:\n#   vidspec data synthvid --out d \\\n#       --num-videos 3\n# Train:\n"
+                      "#   vidspec train fit --config r.yaml\nseed_everything: 0\n# vidspec data ignored\n")
+    assert _recipe_commands(recipe, "vidspec data") == [
+        ["vidspec", "data", "synthvid", "--out", "d", "--num-videos", "3"]]

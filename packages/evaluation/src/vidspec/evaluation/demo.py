@@ -187,7 +187,8 @@ def train_models(out: Path) -> tuple[dict[str, str], list[str]]:
         if not path.is_file():
             missing.append(f"--train: no recipe {recipe} yet ({role} not retrained)")
             continue
-        for cmd in _recipe_commands(path, "vidspec data"):
+        # The data steps the recipe's header states (SynthVid; for Sparrow also the target's answers).
+        for cmd in _recipe_commands(path, "vidspec data") + _recipe_commands(path, "vidspec distill-data"):
             _run_step(vidspec + cmd[1:])
         run_dir = out / "train" / role
         _run_step(vidspec + ["train", "fit", "--config", str(path), "--trainer.default_root_dir", str(run_dir)])
