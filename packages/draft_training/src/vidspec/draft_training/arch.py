@@ -180,6 +180,7 @@ def build_hf_config(arch: ArchConfig, tokenizer):
             num_attention_heads=arch.vision_heads,
             image_size=arch.image_size,
             patch_size=arch.patch_size,
+            vision_use_head=False,  # LLaVA-OV never uses SigLIP's pooling head
         ),
         text_config=text,
         image_token_index=ids["<image>"] if ids["<image>"] is not None else ids["<video>"],

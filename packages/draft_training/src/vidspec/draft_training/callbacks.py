@@ -41,13 +41,15 @@ class StepMetrics(L.Callback):
         self.filename = filename
         self.prefixes = tuple(prefixes)
         self._last_step = -1
+        self._path: Path | None = None
 
-    def path(self, trainer: L.Trainer) -> Path:
-        return Path(trainer.log_dir or trainer.default_root_dir) / self.filename
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        # trainer.log_dir is a collective under DDP: resolve it on every rank, once.
+        self._path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename
 
     @rank_zero_only
     def _write(self, trainer: L.Trainer, record: dict) -> None:
-        p = self.path(trainer)
+        p = self._path or Path(trainer.default_root_dir) / self.filename
         p.parent.mkdir(parents=True, exist_ok=True)
         with p.open("a") as f:
             f.write(json.dumps(record) + "\n")

@@ -147,6 +147,12 @@ class VLMSFTModule(L.LightningModule):
             config._attn_implementation = attn_implementation
             self.model = hf_model_class(arch.family)(config)
         self.family = family_of(self.model.config)
+        if self.family == "llava-ov":
+            # LLaVA-OV reads SigLIP's last hidden state before its final norm, and never its pooling
+            # head: those weights get no gradient, which DDP refuses (unused parameters).
+            for name, p in self.model.named_parameters():
+                if "vision_tower.post_layernorm." in name or "vision_tower.head." in name:
+                    p.requires_grad_(False)
         if gradient_checkpointing:
             self.model.gradient_checkpointing_enable()
         self.vidspec_run_config: dict | None = None  # the resolved CLI config, set by `vidspec train`
