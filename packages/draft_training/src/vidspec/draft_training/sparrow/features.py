@@ -1,0 +1,197 @@
+"""A precomputed target-feature cache, for targets too large to run beside training.
+
+Run the target once over the training data and store, per example, its second-to-last-layer
+states, the IVSB layer's states, the final normed states (logits are recomputed from them with
+the LM head, which is far smaller than storing ``(L, V)`` logits) and its position ids. Training
+with ``model.init_args.feature_cache: DIR`` then skips the target's forward pass (the
+embedding table and LM head are still loaded).
+
+Layout: ``DIR/features.json`` (target id and fingerprint, IVSB layer) and one
+``DIR/<key>.safetensors`` per example, where ``key`` hashes the example's token ids and pixels,
+so the cache is independent of batch composition and order. Writing is resumable: existing
+files are skipped, and each file is written beside and renamed.
+
+Usage::
+
+    vidspec sparrow-features --target tiny-qwen2.5-vl --data data/cache/distilled --out data/cache/feats
+    vidspec train fit --config configs/train/sparrow-qwen2.5-vl-7b.yaml \\
+        --model.init_args.feature_cache data/cache/feats
+
+(The data loader still decodes the videos to build the batches' token ids and keys.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.sparrow import target_fingerprint
+
+MANIFEST = "features.json"
+
+
+def sample_keys(batch: dict[str, Any]) -> list[str]:
+    """One key per example of a batch: sha1 of its unpadded token ids and its own pixels."""
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    pix = batch.get("pixel_values_videos")
+    chunks: list[torch.Tensor | None]
+    if pix is None:
+        chunks = [None] * ids.shape[0]
+    elif "video_grid_thw" in batch:  # Qwen2.5-VL: patches of all videos concatenated
+        sizes = batch["video_grid_thw"].prod(-1).tolist()
+        chunks = list(torch.split(pix, sizes))
+    else:
+        chunks = list(pix)
+    keys = []
+    for b in range(ids.shape[0]):
+        h = hashlib.sha1()
+        n = int(mask[b].sum())
+        h.update(ids[b, :n].cpu().numpy().astype("int64").tobytes())
+        if chunks[b] is not None:
+            h.update(chunks[b].detach().float().cpu().numpy().tobytes())
+        keys.append(h.hexdigest())
+    return keys
+
+
+@torch.no_grad()
+def precompute_features(module, batches, out_dir: str | Path, progress: bool = True) -> int:
+    """Write the target features of every example in ``batches`` to ``out_dir``.
+
+    Args:
+        module: a :class:`~vidspec.draft_training.sparrow.SparrowDistillModule` (its target and
+            IVSB layer are used).
+        batches: an iterable of batches (e.g. a ``VideoTextDataModule``'s train loader).
+        out_dir: the cache folder.
+        progress: show a progress bar.
+
+    Returns:
+        The number of examples written (existing ones are skipped).
+    """
+    from safetensors.torch import save_file
+    from tqdm.auto import tqdm
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    man = {"target_id": module.hparams["target"], "target_fingerprint": target_fingerprint(module.target),
+           "ivsb_layer": module.ivsb_layer}
+    if (out / MANIFEST).is_file():
+        old = json.loads((out / MANIFEST).read_text())
+        if old.get("target_fingerprint") != man["target_fingerprint"] or old.get("ivsb_layer") != man["ivsb_layer"]:
+            raise ConfigError(f"{out} holds features of another target or IVSB layer; choose another folder")
+    (out / MANIFEST).write_text(json.dumps(man, indent=2) + "\n")
+    module._ensure_target_device()
+    written = 0
+    for batch in tqdm(batches, desc="features", disable=not progress):
+        keys = sample_keys(batch)
+        todo = [b for b, k in enumerate(keys) if not (out / f"{k}.safetensors").is_file()]
+        if not todo:
+            continue
+        dev = module.target.device
+        batch = {k: (v.to(dev) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+        feats = module.target_features(batch)
+        for b in todo:
+            n = int(batch["attention_mask"][b].sum())
+            tensors = {
+                "penult": feats["penult"][b, :n].to(torch.bfloat16).cpu().contiguous(),
+                "mid": feats["mid"][b, :n].to(torch.bfloat16).cpu().contiguous(),
+                "last": feats["last"][b, :n].to(torch.bfloat16).cpu().contiguous(),
+                "positions": feats["positions"][:, b, :n].cpu().contiguous(),
+            }
+            tmp = out / f".{keys[b]}.{uuid.uuid4().hex[:8]}.tmp"
+            save_file(tensors, str(tmp))
+            os.replace(tmp, out / f"{keys[b]}.safetensors")
+            written += 1
+    return written
+
+
+class FeatureCache:
+    """Reads :func:`precompute_features` output for batches (see the module docstring).
+
+    Raises:
+        ConfigError: the cache was made for another target, or lacks an example.
+    """
+
+    def __init__(self, path: str | Path, target):
+        self.path = Path(path)
+        if not (self.path / MANIFEST).is_file():
+            raise ConfigError(f"{path} is not a Sparrow feature cache (no {MANIFEST})")
+        man = json.loads((self.path / MANIFEST).read_text())
+        if man.get("target_fingerprint") != target_fingerprint(target):
+            raise ConfigError(f"feature cache {path} was made with target {man.get('target_id')!r}, not this one")
+        self.manifest = man
+
+    def lookup(self, batch: dict[str, Any], device) -> dict[str, torch.Tensor]:
+        """``penult``/``mid``/``last`` ``(B, L, d)`` (zero-padded) and ``positions`` ``(A, B, L)``."""
+        from safetensors.torch import load_file
+
+        keys = sample_keys(batch)
+        B, L = batch["input_ids"].shape
+        rows = []
+        for k in keys:
+            f = self.path / f"{k}.safetensors"
+            if not f.is_file():
+                raise ConfigError(f"feature cache {self.path} has no entry for an example (key {k}); rerun "
+                                  "vidspec sparrow-features on this data")
+            rows.append(load_file(str(f)))
+        d = rows[0]["penult"].shape[-1]
+        A = rows[0]["positions"].shape[0]
+        out = {name: torch.zeros(B, L, d, dtype=torch.float32) for name in ("penult", "mid", "last")}
+        pos = torch.zeros(A, B, L, dtype=torch.long)
+        for b, r in enumerate(rows):
+            n = r["penult"].shape[0]
+            for name in ("penult", "mid", "last"):
+                out[name][b, :n] = r[name].float()
+            pos[:, b, :n] = r["positions"]
+        return {**{k: v.to(device) for k, v in out.items()}, "positions": pos.to(device)}
+
+
+def features(target: str = "tiny-qwen2.5-vl", data: str = "", out: str = "", tables: list[str] | None = None,
+             split: str = "train", batch_size: int = 4, max_frames: int | None = None, device: str = "auto",
+             limit: int | None = None) -> int:
+    """Precompute the target features of a dataset for Sparrow training (``vidspec sparrow-features``).
+
+    Args:
+        target: the target model (tiny name, folder or hub id).
+        data: dataset folder (as ``VideoTextDataModule.path``).
+        out: cache folder to write (resumable).
+        tables: sub-tables of ``data`` to include ("." is ``data`` itself).
+        split: dataset split.
+        batch_size: examples per target pass.
+        max_frames: frames per video (default: the target's).
+        device: "auto", "cpu", "cuda", ...
+        limit: only the first N examples.
+    """
+    from vidspec.draft_training.data import VideoTextDataModule
+    from vidspec.draft_training.sparrow.module import SparrowDistillModule
+
+    if not data or not out:
+        raise ConfigError("--data and --out are required")
+    module = SparrowDistillModule(target=target, max_frames=max_frames)
+    dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    module.to(dev)
+    dm = VideoTextDataModule(path=data, tables=tables, train_split=split, val_split=None, batch_size=batch_size,
+                             shuffle=False, max_train_samples=limit)
+    dm.attach(module.input_spec())
+    dm.setup("fit")
+    n = precompute_features(module, dm.train_dataloader(), out)
+    print(f"{n} examples written to {out}")
+    return 0
+
+
+def features_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec sparrow-features`` (see :func:`features`)."""
+    from jsonargparse import ArgumentParser
+
+    from vidspec.decoding.cli import normalize_flags
+
+    parser = ArgumentParser(prog="vidspec sparrow-features", description=features.__doc__.splitlines()[0])
+    parser.add_function_arguments(features, as_positional=False)
+    cfg = parser.parse_args(normalize_flags(argv))
+    return features(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})

@@ -1,0 +1,520 @@
+"""Sparrow distillation: a LightningModule that trains the draft from a frozen target inside it.
+
+Per batch (the batch contract of :mod:`vidspec.draft_training.data`) the frozen target (bf16 on
+GPU, no grad) gives token embeddings e, second-to-last-layer states h, the middle layer's
+states at visual positions (IVSB) and its next-token distributions p_T. The draft then runs S
+recursive MTP steps over the sequence
+
+    step 1:  x = [h_mid_vis ; FC([e_txt ; h_txt(t-1)])]
+    step s:  x = [h_mid_vis ; FC([e_txt ; ĥ^{(s-1)}_txt(t-1)])]   (own states replace the target's)
+
+with the visual states before all text positions (training only; masked at inference), and is
+trained at every text position whose next token is an answer token with
+
+    loss = Σ_s w_s · (distill(q_s, p_T) + λ_feat · smoothL1(ĥ^{(s)}, h))
+
+Logged (TensorBoard in the recipes, and ``metrics.jsonl``): ``train/loss``, ``train/loss_step{s}``,
+``train/acc_step{s}`` (top-1 agreement), ``train/sim_accept_len`` (1 + Σ_k Π_{i<=k} acc_i),
+``train/tokens_per_s``, ``train/gpu_mem_gb``; the same ``val/*`` at validation.
+
+Recipe (``vidspec train fit --config configs/train/sparrow-tiny-cpu.yaml``)::
+
+    model:
+      class_path: vidspec.draft_training.sparrow.SparrowDistillModule
+      init_args:
+        target: tiny-qwen2.5-vl
+        draft: {position_mode: target}
+        loss: {mtp_steps: 2, distill: kl}
+
+Checkpoints hold only the draft's weights (the target is reloaded from ``target``), and
+``vidspec export`` turns them into a release that :class:`~vidspec.decoding.sparrow.SparrowDrafter`
+loads.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import lightning as L
+import torch
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
+from vidspec.draft_training.data import InputSpec
+from vidspec.draft_training.sft import OptimConfig, lr_factor
+from vidspec.draft_training.sparrow import losses
+
+log = logging.getLogger(__name__)
+
+#: Batch keys each family's vision tower reads (as the SFT module).
+VISION_KEYS = {
+    "qwen2.5-vl": ("pixel_values_videos", "video_grid_thw", "second_per_grid_ts", "mm_token_type_ids"),
+    "llava-ov": ("pixel_values_videos",),
+}
+
+
+@dataclass(frozen=True)
+class SparrowDraftOptions:
+    """Architecture options of the draft (see :class:`~vidspec.decoding.sparrow.SparrowConfig`).
+
+    Attributes:
+        position_mode: "target" keeps the target's position ids of text positions (M-RoPE
+            included); "reindex" numbers text positions 0..n-1.
+        head_norm: "own" trained RMSNorm (initialised from the target's final norm) or "target"
+            (the target's frozen final norm) before the shared LM head.
+        fc_bias: bias in the fusion FC.
+        attn_implementation: "sdpa" or "eager" for the draft layer.
+        ivsb: put the target's middle-layer visual states before the text positions in training
+            (IVSB); False trains text-only, exactly as inference sees it.
+        ivsb_layer: hidden-state index of those visual states (None: half the target's depth).
+        init_seed: seed of the draft's initialisation.
+    """
+
+    position_mode: Literal["target", "reindex"] = "target"
+    head_norm: Literal["own", "target"] = "own"
+    fc_bias: bool = False
+    attn_implementation: str = "sdpa"
+    ivsb: bool = True
+    ivsb_layer: int | None = None
+    init_seed: int = 0
+
+
+@dataclass(frozen=True)
+class SparrowLossConfig:
+    """What the draft is trained on.
+
+    Attributes:
+        mtp_steps: S recursive steps (1 = teacher-forced only; the paper uses 2).
+        step_weights: explicit weights w_s (length S); None uses ``step_decay`` or all ones.
+        step_decay: w_s = decay**s (EAGLE-3 uses 0.8); ignored when ``step_weights`` is given.
+        distill: "kl" (forward KL to the target distribution, default) or "vispec"
+            (10·L1(softmax) + 0.1·top-10 ranking).
+        kl_temperature: temperature of the forward KL.
+        vispec_l1: weight of ViSpec's L1 term.
+        vispec_rank: weight of ViSpec's ranking term.
+        vispec_top: how many of the target's top tokens the ranking term orders.
+        feature_weight: weight of the optional smooth-L1 regression of ĥ onto the target's
+            second-to-last states (EAGLE-1); 0 disables it.
+        detach_recursion: stop gradients through ĥ fed to the next MTP step.
+    """
+
+    mtp_steps: int = 2
+    step_weights: list[float] | None = None
+    step_decay: float | None = None
+    distill: Literal["kl", "vispec"] = "kl"
+    kl_temperature: float = 1.0
+    vispec_l1: float = 10.0
+    vispec_rank: float = 0.1
+    vispec_top: int = 10
+    feature_weight: float = 0.0
+    detach_recursion: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mtp_steps < 1:
+            raise ConfigError(f"loss.mtp_steps must be >= 1, got {self.mtp_steps}")
+        if self.distill not in ("kl", "vispec"):
+            raise ConfigError(f"loss.distill must be 'kl' or 'vispec', got {self.distill!r}")
+        try:
+            losses.step_weights(self.mtp_steps, self.step_weights, self.step_decay)
+        except ValueError as e:
+            raise ConfigError(f"loss: {e}") from None
+
+
+def _as(cls, value):
+    if value is None or isinstance(value, cls):
+        return value
+    d = dict(value) if isinstance(value, dict) else dict(vars(value))  # dict or jsonargparse Namespace
+    if "betas" in d:
+        d["betas"] = tuple(d["betas"])
+    return cls(**d)
+
+
+@dataclass
+class DraftBatch:
+    """The draft's view of a batch (compact: visual prefix, then text entries).
+
+    Attributes:
+        vis: ``(B, Vmax, d)`` IVSB visual states (Vmax = 0 without IVSB).
+        vis_valid: ``(B, Vmax) bool``.
+        tokens: ``(B, T) int64`` token of each text entry (text positions t >= 1).
+        embeds: ``(B, T, d)`` their target embeddings.
+        h_prev: ``(B, T, d)`` the target's penultimate state at t-1.
+        h_true: ``(B, T, d)`` the target's penultimate state at t (feature regression target).
+        prev_is_entry: ``(B, T) bool``: t-1 is itself a text entry (its ĥ can replace h_prev).
+        txt_valid: ``(B, T) bool``.
+        positions: ``(A, B, Vmax + T)`` position ids (A = 3 for M-RoPE, else 1).
+        sel: ``(B, T) bool`` supervised entries (the next token is an answer token).
+        target_logits: ``(N, V)`` the target's logits at the supervised entries (N = sel.sum()).
+    """
+
+    vis: torch.Tensor
+    vis_valid: torch.Tensor
+    tokens: torch.Tensor
+    embeds: torch.Tensor
+    h_prev: torch.Tensor
+    h_true: torch.Tensor
+    prev_is_entry: torch.Tensor
+    txt_valid: torch.Tensor
+    positions: torch.Tensor
+    sel: torch.Tensor
+    target_logits: torch.Tensor
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SparrowDistillModule(L.LightningModule):
+    """Distil a Sparrow draft from a frozen target (see the module docstring).
+
+    Args:
+        target: the target: a built-in tiny name, a release / HF folder, or a hub id.
+        draft: draft architecture options.
+        loss: MTP steps, step weights and loss terms.
+        optim: AdamW + warmup/cosine schedule (as the SFT module).
+        target_dtype: dtype of the frozen target ("auto": bfloat16 on CUDA, float32 on CPU).
+        max_frames: frames per video fed to the target (default: the target's own budget).
+        init_from: a Sparrow release to continue from (its weights; its architecture wins over
+            ``draft``).
+        feature_cache: a folder written by :func:`~vidspec.draft_training.sparrow.features.precompute_features`;
+            when set the target's hidden states are read from it instead of running the target
+            (the embedding table and LM head are still used).
+        gradient_checkpointing: recompute the draft layer in backward (long sequences).
+    """
+
+    def __init__(
+        self,
+        target: str = "tiny-qwen2.5-vl",
+        draft: SparrowDraftOptions | None = None,
+        loss: SparrowLossConfig | None = None,
+        optim: OptimConfig | None = None,
+        target_dtype: str = "auto",
+        max_frames: int | None = None,
+        init_from: str | None = None,
+        feature_cache: str | None = None,
+        gradient_checkpointing: bool = False,
+    ):
+        super().__init__()
+        draft = _as(SparrowDraftOptions, draft) or SparrowDraftOptions()
+        loss = _as(SparrowLossConfig, loss) or SparrowLossConfig()
+        optim = _as(OptimConfig, optim) or OptimConfig()
+        # ``_class_path`` lets ``vidspec train fit --ckpt_path FILE`` re-parse these hyperparameters
+        # (LightningCLI reads it from the checkpoint); load_module drops "_" keys.
+        cls = type(self)
+        self.save_hyperparameters({
+            "_class_path": f"{cls.__module__.rpartition('.module')[0] or cls.__module__}.{cls.__qualname__}",
+            "target": target, "draft": asdict(draft), "loss": asdict(loss), "optim": asdict(optim),
+            "target_dtype": target_dtype, "max_frames": max_frames, "init_from": init_from,
+            "feature_cache": feature_cache, "gradient_checkpointing": gradient_checkpointing,
+        })
+        self.draft_options, self.loss_cfg, self.optim = draft, loss, optim
+        self.weights = losses.step_weights(loss.mtp_steps, loss.step_weights, loss.step_decay)
+        self.gradient_checkpointing = gradient_checkpointing
+        tgt = self._load_target(target, target_dtype, max_frames)
+        # The frozen target is not a registered submodule: checkpoints, optimizers and DDP see only
+        # the draft, and each process keeps its own copy of the target.
+        object.__setattr__(self, "target", tgt)
+        if init_from:
+            self.draft = SparrowDraftModel.from_pretrained(init_from, target=tgt).float()
+        else:
+            cfg = SparrowConfig.from_target(
+                tgt.model, tgt.family, target, position_mode=draft.position_mode, head_norm=draft.head_norm,
+                fc_bias=draft.fc_bias, attn_implementation=draft.attn_implementation, ivsb_layer=draft.ivsb_layer)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(draft.init_seed)
+                self.draft = SparrowDraftModel(cfg)
+            self.draft.bind(tgt.model, init_norm=True)
+        self.draft.train()
+        n_layers = tgt.num_layers
+        self.ivsb_layer = draft.ivsb_layer if draft.ivsb_layer is not None else n_layers // 2
+        if not 0 <= self.ivsb_layer <= n_layers:
+            raise ConfigError(f"draft.ivsb_layer {self.ivsb_layer} outside 0..{n_layers}")
+        self.feature_cache = None
+        if feature_cache:
+            from vidspec.draft_training.sparrow.features import FeatureCache
+
+            self.feature_cache = FeatureCache(feature_cache, tgt)
+        self.vidspec_run_config: dict | None = None
+        self._last_step_t: float | None = None
+
+    # ---- target -------------------------------------------------------------------------------
+    @staticmethod
+    def _load_target(name: str, dtype: str, max_frames: int | None):
+        from vidspec.decoding.models import load_target
+
+        if dtype == "auto":
+            dtype = "bfloat16" if torch.cuda.is_available() else "float32"
+        try:
+            tgt = load_target(name, device="cpu", dtype=dtype, max_frames=max_frames)
+        except Exception as e:
+            if isinstance(e, ConfigError):
+                raise
+            raise ConfigError(f"cannot load target {name!r}: {e}") from None
+        tgt.model.eval().requires_grad_(False)
+        return tgt
+
+    def _ensure_target_device(self) -> None:
+        dev = self.draft.fc.weight.device
+        if self.target.device != dev:
+            self.target.model.to(dev)
+
+    def input_spec(self) -> InputSpec:
+        """The target's preprocessing contract (the datamodule builds inputs with it)."""
+        t = self.target
+        opts = {"min_pixels": t.min_pixels, "max_pixels": t.max_pixels} if t.family == "qwen2.5-vl" else {}
+        return InputSpec(t.model.config, t.tokenizer, t.max_frames, opts)
+
+    # ---- target features ----------------------------------------------------------------------
+    def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        fam = self.target.family
+        kw = {k: batch[k] for k in VISION_KEYS[fam] if k in batch}
+        if "pixel_values_videos" in kw:
+            kw["pixel_values_videos"] = kw["pixel_values_videos"].to(self.target.model.lm_head.weight.dtype)
+        return kw
+
+    def target_positions(self, batch: dict[str, Any]) -> torch.Tensor:
+        """``(A, B, L)`` the target's position ids (M-RoPE: A = 3, from ``get_rope_index``)."""
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        if self.target.family == "qwen2.5-vl":
+            pos, _ = self.target.model.model.get_rope_index(
+                ids, mm_token_type_ids=batch["mm_token_type_ids"], video_grid_thw=batch.get("video_grid_thw"),
+                second_per_grid_ts=batch.get("second_per_grid_ts"), attention_mask=mask)
+            return pos
+        return ((mask.long().cumsum(-1) - 1).clamp_min(0))[None]
+
+    @torch.no_grad()
+    def target_features(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """Run the frozen target once.
+
+        Returns:
+            ``penult`` ``(B, L, d)``, ``mid`` ``(B, L, d)`` (the IVSB layer), ``last`` ``(B, L, d)``
+            (final normed states, for logits) and ``positions`` ``(A, B, L)``.
+        """
+        if self.feature_cache is not None:
+            return self.feature_cache.lookup(batch, self.draft.fc.weight.device)
+        self._ensure_target_device()
+        out = self.target.model.model(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
+            output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch))
+        hs = out.hidden_states
+        return {"penult": hs[-2], "mid": hs[self.ivsb_layer], "last": out.last_hidden_state,
+                "positions": self.target_positions(batch)}
+
+    # ---- the draft's batch --------------------------------------------------------------------
+    def draft_batch(self, batch: dict[str, Any], feats: dict[str, torch.Tensor]) -> DraftBatch:
+        """Gather the compact draft inputs (visual prefix + text entries) from target features."""
+        ids, mask, ans = batch["input_ids"], batch["attention_mask"].bool(), batch["answer_mask"].bool()
+        B, L = ids.shape
+        dev = ids.device
+        vt = self.target.video_token_id
+        is_vis = (ids == vt) & mask
+        is_txt = mask & ~is_vis
+        entry = is_txt.clone()
+        entry[:, 0] = False  # position 0 has no previous state
+        nxt_ans = torch.zeros_like(ans)
+        nxt_ans[:, :-1] = ans[:, 1:]
+        supervise = entry & nxt_ans
+        pos_full = feats["positions"].to(dev)
+        if self.draft.config.position_mode == "reindex":
+            rank = (is_txt.long().cumsum(-1) - 1).clamp_min(0)
+            # Visual states sit at the point of the sequence where the video was (one shared
+            # position): no positional order among them, and text keeps its inference positions.
+            first_vis = torch.where(is_vis.any(-1), is_vis.float().argmax(-1), torch.zeros(B, dtype=torch.long,
+                                                                                          device=dev))
+            vis_pos = rank.gather(1, first_vis[:, None]).expand(B, L)
+            pos_full = torch.where(is_vis, vis_pos, rank)[None].expand(pos_full.shape[0], B, L)
+        use_vis = self.draft_options.ivsb
+        n_vis = is_vis.sum(-1) if use_vis else torch.zeros(B, dtype=torch.long, device=dev)
+        n_txt = entry.sum(-1)
+        Vmax, T = int(n_vis.max()) if B else 0, int(n_txt.max()) if B else 0
+        d = feats["penult"].shape[-1]
+        wdtype = self.draft.fc.weight.dtype
+        # Index tables: for each (b, slot), the sequence position it reads (0 for padding slots).
+        ar_t = torch.arange(T, device=dev)
+        txt_idx = torch.zeros(B, T, dtype=torch.long, device=dev)
+        vis_idx = torch.zeros(B, Vmax, dtype=torch.long, device=dev)
+        for b in range(B):
+            ti = torch.nonzero(entry[b]).flatten()
+            txt_idx[b, : ti.numel()] = ti
+            if Vmax:
+                vi = torch.nonzero(is_vis[b]).flatten()
+                vis_idx[b, : vi.numel()] = vi
+        txt_valid = ar_t[None] < n_txt[:, None]
+        vis_valid = torch.arange(Vmax, device=dev)[None] < n_vis[:, None]
+
+        def take(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+            return x.gather(1, idx[..., None].expand(-1, -1, x.shape[-1]))
+
+        penult = feats["penult"]
+        h_prev = take(penult, (txt_idx - 1).clamp_min(0)).to(wdtype)
+        h_true = take(penult, txt_idx).to(wdtype)
+        vis = take(feats["mid"], vis_idx).to(wdtype) if Vmax else penult.new_zeros(B, 0, d).to(wdtype)
+        tokens = ids.gather(1, txt_idx)
+        prev_is_entry = torch.zeros(B, T, dtype=torch.bool, device=dev)
+        if T > 1:
+            prev_is_entry[:, 1:] = (txt_idx[:, 1:] - 1 == txt_idx[:, :-1]) & txt_valid[:, 1:]
+        sel = supervise.gather(1, txt_idx) & txt_valid
+        A = pos_full.shape[0]
+        pos = torch.cat([pos_full.gather(2, vis_idx[None].expand(A, -1, -1)),
+                         pos_full.gather(2, txt_idx[None].expand(A, -1, -1))], dim=2)
+        last_sel = take(feats["last"], txt_idx)[sel]
+        with torch.no_grad():
+            target_logits = self.target.model.lm_head(last_sel.to(self.target.model.lm_head.weight.dtype)).float()
+        embeds = self.draft.embed(tokens).to(wdtype)
+        return DraftBatch(vis, vis_valid, tokens, embeds, h_prev, h_true, prev_is_entry, txt_valid, pos, sel,
+                          target_logits)
+
+    # ---- MTP ----------------------------------------------------------------------------------
+    def _run(self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        if self.gradient_checkpointing and self.training:
+            from torch.utils.checkpoint import checkpoint
+
+            return checkpoint(self.draft.run_layer, x, pos, allowed, use_reentrant=False)
+        return self.draft.run_layer(x, pos, allowed)
+
+    def mtp(self, db: DraftBatch) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
+        """S recursive steps; returns the weighted loss and per-step ``{"loss", "acc"}``."""
+        cfg = self.loss_cfg
+        V = db.vis.shape[1]
+        valid = torch.cat([db.vis_valid, db.txt_valid], dim=1)  # (B, S)
+        S = valid.shape[1]
+        causal = torch.ones(S, S, dtype=torch.bool, device=valid.device).tril()
+        allowed = (causal[None] & valid[:, None, :]) | torch.eye(S, dtype=torch.bool, device=valid.device)[None]
+        allowed = allowed[:, None]  # (B, 1, S, S); the diagonal keeps padded rows finite
+        pos = db.positions
+        h_in = db.h_prev
+        total = db.embeds.new_zeros(())
+        stats = []
+        for s in range(cfg.mtp_steps):
+            z = self.draft.fuse(db.embeds, h_in)
+            x = torch.cat([db.vis, z], dim=1) if V else z
+            out = self._run(x, pos, allowed)
+            h_hat = out[:, V:]
+            pred = h_hat[db.sel]
+            logits = self.draft.logits(pred)
+            if cfg.distill == "kl":
+                step_loss = losses.forward_kl(logits, db.target_logits, cfg.kl_temperature)
+            else:
+                step_loss = losses.vispec_loss(logits, db.target_logits, cfg.vispec_l1, cfg.vispec_rank, cfg.vispec_top)
+            if cfg.feature_weight > 0:
+                step_loss = step_loss + cfg.feature_weight * losses.feature_loss(pred, db.h_true[db.sel])
+            if pred.shape[0] == 0:
+                step_loss = h_hat.sum() * 0.0
+            total = total + self.weights[s] * step_loss
+            stats.append({"loss": step_loss.detach(), "acc": losses.top1_agreement(logits.detach(), db.target_logits)})
+            if s + 1 < cfg.mtp_steps:
+                fed = h_hat.detach() if cfg.detach_recursion else h_hat
+                shifted = torch.cat([torch.zeros_like(fed[:, :1]), fed[:, :-1]], dim=1)
+                # Only where t-1 is a text entry does the draft have its own state; elsewhere (the
+                # first text after the video) inference also reads the target's state.
+                h_in = torch.where(db.prev_is_entry[..., None], shifted, db.h_prev)
+        return total, stats
+
+    def step(self, batch: dict[str, Any]) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]], int]:
+        feats = self.target_features(batch)
+        db = self.draft_batch(batch, feats)
+        loss, stats = self.mtp(db)
+        return loss, stats, int(db.sel.sum())
+
+    def _log_stats(self, prefix: str, loss, stats, n: int, bs: int, **kw) -> None:
+        self.log(f"{prefix}/loss", loss, prog_bar=True, batch_size=bs, **kw)
+        accs = []
+        for s, st in enumerate(stats, start=1):
+            self.log(f"{prefix}/loss_step{s}", st["loss"], batch_size=bs, **kw)
+            self.log(f"{prefix}/acc_step{s}", st["acc"], batch_size=bs, **kw)
+            accs.append(float(st["acc"]))
+        self.log(f"{prefix}/sim_accept_len", losses.simulated_accept_length(accs), prog_bar=True, batch_size=bs, **kw)
+        self.log(f"{prefix}/supervised_tokens", float(n), batch_size=bs, **kw)
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        loss, stats, n = self.step(batch)
+        bs = batch["input_ids"].shape[0]
+        self._log_stats("train", loss, stats, n, bs, on_step=True)
+        if self._trainer is not None:
+            opt = self.optimizers(use_pl_optimizer=False)
+            self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=bs)
+        now = time.perf_counter()
+        if self._last_step_t is not None:
+            world = self.trainer.world_size if self._trainer is not None else 1
+            tokens = float(batch["attention_mask"].sum()) * world
+            self.log("train/tokens_per_s", tokens / max(now - self._last_step_t, 1e-9), on_step=True, batch_size=bs)
+        self._last_step_t = now
+        if torch.cuda.is_available() and self.draft.fc.weight.is_cuda:
+            self.log("train/gpu_mem_gb", torch.cuda.max_memory_allocated(self.draft.fc.weight.device) / 2**30,
+                     on_step=True, batch_size=bs)
+        return loss
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        loss, stats, n = self.step(batch)
+        self._log_stats("val", loss, stats, n, batch["input_ids"].shape[0], on_epoch=True, sync_dist=True)
+
+    def on_train_epoch_start(self) -> None:
+        self._last_step_t = None
+
+    # ---- optimizer ----------------------------------------------------------------------------
+    def configure_optimizers(self):
+        decay, no_decay = [], []
+        for _, p in self.draft.named_parameters():
+            if p.requires_grad:
+                (decay if p.ndim >= 2 else no_decay).append(p)
+        o = self.optim
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=o.lr, betas=tuple(o.betas), eps=o.eps)
+        total = o.total_steps or int(self.trainer.estimated_stepping_batches)
+        if total <= 0 or total > 10**9:
+            raise ConfigError("set trainer.max_steps (or optim.total_steps) so the LR schedule has a length")
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, o.warmup_steps, total, o.min_lr_ratio))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    # ---- checkpoints --------------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        cls = type(self)
+        metrics = {}
+        if self._trainer is not None:
+            metrics = {k: float(v) for k, v in self.trainer.callback_metrics.items()
+                       if isinstance(v, (int, float, torch.Tensor)) and torch.as_tensor(v).numel() == 1}
+            metrics["global_step"] = int(self.trainer.global_step)
+        checkpoint["vidspec"] = {"module": f"{cls.__module__}.{cls.__qualname__}",
+                                 "run_config": self.vidspec_run_config, "metrics": metrics}
+
+    # ---- release ------------------------------------------------------------------------------
+    def release_manifest(self) -> dict[str, Any]:
+        """Target identity for the release manifest (id and fingerprint of weights and tokenizer)."""
+        return {"target_id": self.hparams["target"], "target_fingerprint": target_fingerprint(self.target),
+                "target_family": self.target.family}
+
+
+def export_sparrow(module: SparrowDistillModule, out: Path, ctx) -> dict:
+    """Exporter (``vidspec export``) of :class:`SparrowDistillModule`: a Sparrow release folder."""
+    draft = module.draft
+    manifest = {**module.release_manifest(), "kind": "sparrow-draft", "training_config": ctx.run_config,
+                "metrics": ctx.metrics}
+    draft.save_pretrained(out, manifest=manifest)
+    c = draft.config
+    n = sum(p.numel() for p in draft.own_state_dict().values())
+    return {
+        **module.release_manifest(),
+        "kind": "sparrow-draft",
+        "parameters": n,
+        "position_mode": c.position_mode,
+        "head_norm": c.head_norm,
+        "card": (
+            f"A Sparrow draft ({n / 1e6:.3f}M own parameters: fusion FC + one {c.layer_class.rpartition(':')[2]} "
+            f"+ head norm) for target `{module.hparams['target']}`, distilled with {module.loss_cfg.mtp_steps} MTP "
+            f"steps ({module.loss_cfg.distill} loss, IVSB {'on' if module.draft_options.ivsb else 'off'}). It "
+            "shares the target's embeddings and LM head and attends only to text positions.\n\n"
+            f"Decode: `vidspec generate --target {module.hparams['target']} --method sparrow --sparrow <this folder> "
+            "--video clip.mp4`"
+        ),
+    }
+
+
+def _register() -> None:
+    from vidspec.draft_training.export import register_exporter
+
+    register_exporter(SparrowDistillModule)(export_sparrow)
+
+
+_register()

@@ -1,0 +1,224 @@
+"""Sparrow distillation on the tiny targets: losses, overfitting, exact resume, export -> decode, DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[3]
+RECIPES = sorted((ROOT / "configs" / "train").glob("sparrow-*.yaml"))
+
+
+def write_dataset(out: Path, n_train: int = 4, n_val: int = 2) -> Path:
+    """A tiny video QA dataset on disk in the schema VideoTextDataModule reads."""
+    from datasets import Dataset, DatasetDict
+
+    from vidspec.decoding.fixtures import make_moving_square_frames, write_test_video
+
+    (out / "videos").mkdir(parents=True, exist_ok=True)
+    words = "the red circle moves to the left while a blue square grows slowly in the middle".split()
+    rng = np.random.default_rng(0)
+    rows: dict[str, list] = {"train": [], "validation": []}
+    for i in range(n_train + n_val):
+        colour = tuple(int(c) for c in rng.integers(0, 255, 3))
+        write_test_video(out / "videos" / f"v{i}.mp4", make_moving_square_frames(8, 56, 84, colour=colour), fps=4)
+        split = "train" if i < n_train else "validation"
+        rows[split].append({"video": f"videos/v{i}.mp4", "question": "Describe the video.",
+                            "answer": " ".join(rng.choice(words, 10))})
+    DatasetDict({k: Dataset.from_list(v) for k, v in rows.items()}).save_to_disk(str(out))
+    return out
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return write_dataset(tmp_path_factory.mktemp("sparrow-data"))
+
+
+def a_batch(module, dataset, batch_size=2):
+    from vidspec.draft_training.data import VideoTextDataModule
+
+    dm = VideoTextDataModule(path=str(dataset), batch_size=batch_size, shuffle=False, val_split=None)
+    dm.attach(module.input_spec())
+    dm.setup("fit")
+    return next(iter(dm.train_dataloader()))
+
+
+# ---- losses -----------------------------------------------------------------------------------
+def test_losses_basics():
+    from vidspec.draft_training.sparrow import losses
+
+    z = torch.randn(5, 11)
+    assert float(losses.forward_kl(z, z)) == pytest.approx(0.0, abs=1e-6)
+    assert float(losses.forward_kl(torch.randn(5, 11), z)) > 0
+    # ViSpec: the L1 part is 0 for equal distributions; the ranking part is not (softplus(0)>0 for ties)
+    assert float(losses.vispec_loss(z, z, l1_weight=1.0, rank_weight=0.0)) == pytest.approx(0.0, abs=1e-6)
+    assert losses.simulated_accept_length([1.0, 1.0]) == 3.0
+    assert losses.simulated_accept_length([0.5, 0.5]) == pytest.approx(1 + 0.5 + 0.25)
+    assert losses.step_weights(3, decay=0.8) == pytest.approx([1.0, 0.8, 0.64])
+    with pytest.raises(ValueError):
+        losses.step_weights(2, weights=[1.0])
+
+
+# ---- the module -------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["tiny-qwen2.5-vl", "tiny-llava-ov"])
+def test_overfits_a_fixed_batch(dataset, name):
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+
+    torch.manual_seed(0)
+    m = SparrowDistillModule(target=name, loss={"mtp_steps": 2, "feature_weight": 0.1})
+    batch = a_batch(m, dataset)
+    opt = torch.optim.AdamW(m.draft.parameters(), lr=1e-2)
+    first = None
+    for _ in range(12):
+        loss, stats, n = m.step(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        first = first if first is not None else (float(loss), float(stats[0]["acc"]))
+    assert n > 0
+    assert float(loss) < 0.5 * first[0]
+    assert float(stats[0]["acc"]) > first[1] + 0.3
+    # the frozen target received no gradient and is not part of the module's parameters
+    assert all(p.grad is None for p in m.target.model.parameters())
+    assert not any(k.startswith("target") for k in m.state_dict())
+
+
+def test_draft_batch_layout(dataset):
+    """IVSB puts the visual states first; text entries skip position 0 and visual positions."""
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+
+    m = SparrowDistillModule(target="tiny-qwen2.5-vl")
+    batch = a_batch(m, dataset)
+    db = m.draft_batch(batch, m.target_features(batch))
+    ids, mask = batch["input_ids"], batch["attention_mask"].bool()
+    n_vis = ((ids == m.target.video_token_id) & mask).sum(-1)
+    n_txt = (mask & (ids != m.target.video_token_id)).sum(-1) - 1
+    assert db.vis.shape[1] == int(n_vis.max()) and db.tokens.shape[1] == int(n_txt.max())
+    assert torch.equal(db.txt_valid.sum(-1), n_txt)
+    assert db.positions.shape == (3, ids.shape[0], db.vis.shape[1] + db.tokens.shape[1])
+    # the supervised entries are exactly those followed by an answer token
+    assert int(db.sel.sum()) == int(batch["answer_mask"].sum())
+    m2 = SparrowDistillModule(target="tiny-qwen2.5-vl", draft={"ivsb": False, "position_mode": "reindex"})
+    db2 = m2.draft_batch(batch, m2.target_features(batch))
+    assert db2.vis.shape[1] == 0
+    assert db2.positions[0, 0, 0] == 1  # text rank of the first entry (position 0 is skipped)
+
+
+def test_feature_cache_matches_live_target(dataset, tmp_path):
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+    from vidspec.draft_training.sparrow.features import precompute_features
+
+    m = SparrowDistillModule(target="tiny-qwen2.5-vl")
+    batch = a_batch(m, dataset)
+    assert precompute_features(m, [batch], tmp_path / "feats", progress=False) == 2
+    assert precompute_features(m, [batch], tmp_path / "feats", progress=False) == 0  # resumable
+    cached = SparrowDistillModule(target="tiny-qwen2.5-vl", feature_cache=str(tmp_path / "feats"))
+    live_loss, _, _ = m.step(batch)
+    cache_loss, _, _ = cached.step(batch)
+    # bf16 storage of the features: close, not equal
+    assert float(cache_loss) == pytest.approx(float(live_loss), rel=0.05)
+
+
+# ---- recipes and the CLI ----------------------------------------------------------------------
+@pytest.mark.parametrize("recipe", RECIPES, ids=[r.name for r in RECIPES])
+def test_every_sparrow_recipe_parses(recipe):
+    from vidspec.draft_training.cli import parse_recipe
+
+    cfg = parse_recipe(str(recipe))
+    assert cfg.fit.model.class_path == "vidspec.draft_training.sparrow.SparrowDistillModule"
+    assert recipe.read_text().startswith("#")
+    text = recipe.read_text()
+    assert "torchrun" in text and "srun" in text
+
+
+def test_recipes_exist():
+    names = {r.name for r in RECIPES}
+    assert {"sparrow-tiny-cpu.yaml", "sparrow-synthvid-gpu.yaml", "sparrow-qwen2.5-vl-7b.yaml",
+            "sparrow-llava-ov-7b.yaml"} <= names
+
+
+def tiny_recipe(tmp_path: Path, dataset: Path, name: str, **trainer) -> Path:
+    cfg = yaml.safe_load((ROOT / "configs" / "train" / "sparrow-tiny-cpu.yaml").read_text())
+    run = tmp_path / name
+    cfg["trainer"].update({"max_steps": 6, "val_check_interval": None, "limit_val_batches": 0,
+                           "default_root_dir": str(run), "log_every_n_steps": 1, **trainer})
+    cfg["trainer"]["logger"]["init_args"]["save_dir"] = str(run)
+    cfg["checkpoint"] = {"every_n_train_steps": 1, "dirpath": str(run / "checkpoints")}
+    cfg["data"].update({"path": str(dataset), "batch_size": 2, "val_split": None})
+    cfg["model"]["init_args"]["optim"] = {"lr": 5e-3, "warmup_steps": 0}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def losses_by_step(run: Path) -> dict[int, float]:
+    from vidspec.draft_training.callbacks import read_metrics
+
+    return {r["step"]: r["train/loss"] for r in read_metrics(run / "metrics.jsonl") if "train/loss" in r}
+
+
+def test_resume_reproduces_losses_and_export_decodes_losslessly(dataset, tmp_path):
+    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.types import Request, VideoClip
+    from vidspec.draft_training.cli import run_cli
+    from vidspec.draft_training.export import export_checkpoint
+
+    full = tiny_recipe(tmp_path, dataset, "full")
+    run_cli(["fit", "--config", str(full)])
+    ref = losses_by_step(tmp_path / "full")
+    assert len(ref) == 6
+
+    broken = tiny_recipe(tmp_path, dataset, "broken")
+    with pytest.raises(RuntimeError, match="FailAtStep"):
+        run_cli(["fit", "--config", str(broken), "--fail_at_step", "3"])
+    run_cli(["fit", "--config", str(broken), "--ckpt_path", str(tmp_path / "broken" / "checkpoints" / "last.ckpt")])
+    got = losses_by_step(tmp_path / "broken")
+    for step in (4, 5, 6):
+        assert got[step] == pytest.approx(ref[step], rel=1e-5, abs=1e-6), step
+
+    rel = export_checkpoint(tmp_path / "full" / "checkpoints" / "last.ckpt", tmp_path / "release")
+    man = json.loads((rel / "manifest.json").read_text())
+    assert man["kind"] == "sparrow-draft" and man["target_id"] == "tiny-qwen2.5-vl"
+    assert man["target_fingerprint"]["weights"] and (rel / "README.md").is_file()
+    rng = np.random.default_rng(1)
+    clip = VideoClip(frames=rng.integers(0, 255, (8, 56, 84, 3), dtype=np.uint8), fps=4.0, source="memory")
+    req = Request("Describe the video.", clip)
+    ar = build_decoder("ar", target="tiny-qwen2.5-vl")
+    sp = build_decoder("sparrow", target=ar.target, draft=str(rel), k=4)
+    a = ar.generate(req, max_new_tokens=32)
+    s = sp.generate(req, max_new_tokens=32)
+    assert s.token_ids == a.token_ids
+    assert isinstance(sp, SpeculativeDecoder) and sp.drafter.model.config.target_id == "tiny-qwen2.5-vl"
+
+
+DDP_SCRIPT = """
+import sys
+from vidspec.draft_training.cli import run_cli
+
+if __name__ == "__main__":
+    run_cli(["fit", "--config", sys.argv[1]])
+"""
+
+
+def test_two_process_gloo_ddp_fit(dataset, tmp_path):
+    recipe = tiny_recipe(tmp_path, dataset, "ddp", devices=2, strategy="ddp", max_steps=2)
+    script = tmp_path / "fit_ddp.py"
+    script.write_text(DDP_SCRIPT)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, str(script), str(recipe)], capture_output=True, text=True, timeout=600,
+                          env=env, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "ddp" / "checkpoints" / "last.ckpt").is_file()
+    steps = losses_by_step(tmp_path / "ddp")
+    assert sorted(steps) == [1, 2]
