@@ -50,33 +50,44 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-@torch.inference_mode()
-def measure(target, drafter, clip: VideoClip, k: int, repeats: int, warmup: int) -> dict:
-    state = target.prefill(Request("Describe the video in detail.", clip), frozenset({"penult"}))
-    first = int(state.first_logits.argmax())
-    drafter.begin(target, state, first)
-    base = drafter.cache_length
-    times = []
-    for i in range(warmup + repeats):
-        sync(target.device)
-        t0 = time.perf_counter()
-        drafter.propose(k)
-        sync(target.device)
-        dt = time.perf_counter() - t0
-        # Roll the speculative entries back, as a rejected round would, so every repeat sees the
-        # same cache length (the committed x_last entry stays).
+class Case:
+    """One prompt (clip) with its own drafter state, timed round by round."""
+
+    @torch.inference_mode()
+    def __init__(self, target, model, clip: VideoClip):
+        self.target = target
+        self.state = target.prefill(Request("Describe the video in detail.", clip), frozenset({"penult"}))
+        self.first = int(self.state.first_logits.argmax())
+        self.drafter = SparrowDrafter(model)
+        self.drafter.begin(target, self.state, self.first)
+        self.base = self.drafter.cache_length
+        self.times: list[float] = []
+
+    @torch.inference_mode()
+    def round(self, k: int, record: bool) -> None:
         from vidspec.decoding.models.base import crop_cache
 
-        crop_cache(drafter.cache, drafter._committed - 1)
-        del drafter._cache_index[drafter._committed - 1:]
-        drafter._pending.tokens, drafter._pending.hidden, drafter._pending.index = (
-            [first], [state.prompt_hidden_penult[-1]], [state.prompt_ids.shape[0]])
-        if i >= warmup:
-            times.append(dt)
-    return {"draft_cache_entries": base + k, "visual_tokens": int(state.visual_positions.numel()),
-            "prompt_tokens": int(state.prompt_ids.shape[0]), "median_ms_per_round": 1e3 * statistics.median(times),
-            "median_ms_per_step": 1e3 * statistics.median(times) / k, "p90_ms_per_round":
-            1e3 * float(np.percentile(times, 90)), "repeats": repeats}
+        d = self.drafter
+        sync(self.target.device)
+        t0 = time.perf_counter()
+        d.propose(k)
+        sync(self.target.device)
+        dt = time.perf_counter() - t0
+        # Roll back to the state after begin() (as a fully rejected round would), so every round
+        # feeds x_last and drafts k tokens against the same cache length.
+        crop_cache(d.cache, self.base)
+        del d._cache_index[self.base:]
+        d._pending.tokens, d._pending.hidden, d._pending.index = (
+            [self.first], [self.state.prompt_hidden_penult[-1]], [self.state.prompt_ids.shape[0]])
+        if record:
+            self.times.append(dt)
+
+    def summary(self, k: int) -> dict:
+        t = self.times
+        return {"draft_cache_entries": self.base + k, "visual_tokens": int(self.state.visual_positions.numel()),
+                "prompt_tokens": int(self.state.prompt_ids.shape[0]),
+                "median_ms_per_round": 1e3 * statistics.median(t), "median_ms_per_step": 1e3 * statistics.median(t) / k,
+                "p90_ms_per_round": 1e3 * float(np.percentile(t, 90)), "repeats": len(t)}
 
 
 def machine_info(device: torch.device) -> dict:
@@ -103,20 +114,27 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (1 avoids oversubscription noise)")
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args()
+    if args.device == "cpu" and args.threads:
+        torch.set_num_threads(args.threads)
 
     from vidspec.decoding.models import load_target
 
     target = load_target(args.target, device=args.device, dtype=args.dtype, max_frames=100000)
-    if args.sparrow:
-        drafter = SparrowDrafter.from_pretrained(args.sparrow, target)
-    else:
-        drafter = SparrowDrafter(new_sparrow_for(target))
+    model = (SparrowDrafter.from_pretrained(args.sparrow, target).model if args.sparrow
+             else new_sparrow_for(target))
+    wants = [int(x) for x in args.visual.split(",")]
+    clips = [frames_for(target, w)[0] for w in wants]
+    cases = [Case(target, model, c) for c in clips]
+    # Interleave the cases round by round, so machine load drifts hit all of them alike.
+    for i in range(args.warmup + args.repeats):
+        for c in cases:
+            c.round(args.k, record=i >= args.warmup)
     rows = []
-    for want in (int(x) for x in args.visual.split(",")):
-        clip, _ = frames_for(target, want)
-        r = measure(target, drafter, clip, args.k, args.repeats, args.warmup)
+    for want, clip, c in zip(wants, clips, cases):
+        r = c.summary(args.k)
         r["requested_visual_tokens"] = want
         r["frames"] = clip.num_frames
         rows.append(r)
