@@ -1,0 +1,161 @@
+"""Figures of trained SynthVid testbed models: fact-judge precision/recall, MCQ accuracy, draft τ.
+
+Reads releases written by ``vidspec export`` and a SynthVid dataset; prints one JSON object (and
+writes it with ``--out``). Greedy decoding, batch 1, on the device given.
+
+Usage::
+
+    python benchmarks/train_testbed.py --data data/cache/synthvid-cpu --target runs/releases/synthvid-target-cpu \\
+        --draft runs/releases/synthvid-draft-cpu --limit 32 --out benchmarks/results/train_testbed_cpu.json
+
+Figures (ALGORITHMS.md section 5 conventions):
+  captions.precision / recall     fact judge over the target's greedy captions (micro-averaged claims)
+  captions.per_category           precision per visual category (colour, shape, motion, ...)
+  mcq.accuracy                    option letter extracted from the target's answer
+  draft.tau                       strict speculative decoding with the draft, K = 4 (bonus included)
+  draft.disagreement              teacher-forced on the target's captions: share of positions where the
+                                  draft's greedy token differs, split into filler and visual tokens
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+
+def _metrics(release: Path) -> dict:
+    m = json.loads((release / "manifest.json").read_text()) if (release / "manifest.json").is_file() else {}
+    return {"metrics": m.get("metrics"), "parameters": m.get("parameters"), "layers": m.get("layers"),
+            "fingerprint": m.get("fingerprint")}
+
+
+@torch.inference_mode()
+def _draft_disagreement(target, draft, request, token_ids: list[int], labels: list[str]) -> dict[str, list[int]]:
+    """Teacher-forced: does the draft's greedy next token equal the target's, per caption position?"""
+    state = draft.prefill(request)
+    out = {"filler": [0, 0], "visual": [0, 0]}
+    preds = [int(state.first_logits.argmax())]
+    if len(token_ids) > 1:
+        v = draft.verify(state, token_ids[:-1])
+        preds += v.logits.argmax(-1).tolist()
+    for p, t, lab in zip(preds, token_ids, labels):
+        if lab == "special":
+            continue
+        kind = "filler" if lab == "filler" else "visual"
+        out[kind][0] += int(p != t)
+        out[kind][1] += 1
+    return out
+
+
+def main() -> None:
+    from datasets import load_from_disk
+
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.types import Request
+    from vidspec.evaluation.synthvid.judge import judge_caption
+    from vidspec.evaluation.synthvid.mcq import extract_choice
+    from vidspec.evaluation.synthvid.questions import mcq_prompt
+    from vidspec.evaluation.synthvid.tokenizer import token_labels
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", default=None)
+    ap.add_argument("--split", default="validation")
+    ap.add_argument("--limit", type=int, default=32, help="videos (captions) and MCQs evaluated")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+
+    data = Path(args.data)
+    target = load_target(args.target, device=args.device)
+    draft = load_target(args.draft, device=args.device) if args.draft else None
+    ar = build_decoder("ar", target=target)
+    sd = build_decoder("sd", target=target, draft=draft, k=args.k) if draft else None
+
+    captions = load_from_disk(str(data))[args.split]
+    seen, rows = set(), []
+    for r in captions:
+        if r["video"] not in seen:
+            seen.add(r["video"])
+            rows.append(r)
+        if len(rows) >= args.limit:
+            break
+    claims_true = claims = found = total = 0
+    per_cat: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    dis = {"filler": [0, 0], "visual": [0, 0]}
+    emitted = passes = 0
+    lossless = True
+    examples = []
+    t0 = time.perf_counter()
+    for r in rows:
+        video = str(data / r["video"])
+        request = Request(prompt=r["question"], clip=target.read_video(video))
+        res = ar.generate(request, max_new_tokens=args.max_new_tokens)
+        j = judge_caption(res.text, json.loads(r["facts"]))
+        claims_true += sum(c.true for c in j.claims)
+        claims += len(j.claims)
+        found += sum(j.facts_found.values())
+        total += sum(j.facts_total.values())
+        for cat, v in j.per_category().items():
+            per_cat[cat][0] += int(v["claims"]) - int(v["hallucinations"])
+            per_cat[cat][1] += int(v["claims"])
+        if len(examples) < 3:
+            examples.append({"reference": r["answer"], "generated": res.text, "precision": j.precision})
+        if draft is not None:
+            s = sd.generate(request, max_new_tokens=args.max_new_tokens)
+            lossless &= s.token_ids == res.token_ids
+            emitted += sum(st.emitted for st in s.steps)
+            passes += len(s.steps)
+            d = _draft_disagreement(target, draft, request, list(res.token_ids),
+                                    token_labels(res.token_ids, target.tokenizer))
+            for k in dis:
+                dis[k][0] += d[k][0]
+                dis[k][1] += d[k][1]
+    caption_s = time.perf_counter() - t0
+
+    mcq = load_from_disk(str(data / "mcq"))[args.split]
+    correct = n_mcq = 0
+    for r in mcq.select(range(min(args.limit, len(mcq)))):
+        request = Request(prompt=mcq_prompt(r["question"], r["options"]),
+                          clip=target.read_video(str(data / r["video"])))
+        text = ar.generate(request, max_new_tokens=4).text
+        correct += int(extract_choice(text, options=r["options"]) == r["answer"])
+        n_mcq += 1
+
+    report = {
+        "data": str(data), "split": args.split, "device": args.device, "machine": platform.machine(),
+        "target": {"path": args.target, **_metrics(Path(args.target))},
+        "captions": {
+            "videos": len(rows), "precision": claims_true / claims if claims else None,
+            "recall": found / total if total else None,
+            "per_category": {c: (t / n if n else None) for c, (t, n) in sorted(per_cat.items())},
+            "seconds_per_caption": caption_s / max(1, len(rows)), "examples": examples,
+        },
+        "mcq": {"questions": n_mcq, "accuracy": correct / n_mcq if n_mcq else None},
+    }
+    if draft is not None:
+        report["draft"] = {
+            "path": args.draft, **_metrics(Path(args.draft)), "k": args.k,
+            "tau": emitted / passes if passes else None, "lossless": lossless,
+            "disagreement": {k: (v[0] / v[1] if v[1] else None) for k, v in dis.items()},
+            "positions": {k: v[1] for k, v in dis.items()},
+        }
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

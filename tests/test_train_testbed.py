@@ -1,0 +1,29 @@
+"""benchmarks/train_testbed_gpu.sh runs end to end at toy size on CPU (SMOKE=1): data, two trainings,
+export, figures. Opt-in (about 1.5 minutes on 2 busy cores): pytest -m slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_gpu_testbed_script_smoke(tmp_path):
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "SMOKE": "1", "OUT": str(tmp_path / "out"), "PY": sys.executable,
+           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_testbed_gpu.sh")], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    fig = json.loads((tmp_path / "out" / "figures.json").read_text())
+    assert fig["draft"]["lossless"] is True and fig["mcq"]["questions"] == 2
+    assert set(fig["training"]) == {"synthvid-target-gpu", "synthvid-draft-gpu"}
+    for name in fig["training"]:
+        assert (tmp_path / "out" / "releases" / name / "manifest.json").is_file()
