@@ -83,7 +83,11 @@ def rope_tables(pos3: torch.Tensor, inv_freq: torch.Tensor, scaling: float, sect
 # ---- weights -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LayerWeights:
-    """References (not copies) to one HF decoder layer's parameters."""
+    """References (not copies) to one HF decoder layer's parameters.
+
+    ``wqkv``/``bqkv``/``wgu`` are set when the layer's q/k/v and gate/up weights live in one
+    buffer (:func:`fuse_layer_weights`); ``wq``... are then views of it.
+    """
 
     in_norm: torch.Tensor
     in_eps: float
@@ -100,55 +104,137 @@ class LayerWeights:
     wg: torch.Tensor
     wu: torch.Tensor
     wd: torch.Tensor
+    wqkv: torch.Tensor | None = None
+    bqkv: torch.Tensor | None = None
+    wgu: torch.Tensor | None = None
 
 
 def _eps(norm) -> float:
     return float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
 
 
+def _check_act(layer) -> None:
+    act = getattr(getattr(layer.mlp, "config", None), "hidden_act", "silu")
+    if act not in ("silu", "swish"):
+        raise NotImplementedError(f"fast path supports SiLU MLPs, got {act!r}")
+
+
 def layer_weights(layer) -> LayerWeights:
     """Read the parameters of a Qwen2-style HF decoder layer (shared storage, no copies)."""
     a, m = layer.self_attn, layer.mlp
-    act = getattr(getattr(m, "config", None), "hidden_act", "silu")
-    if act not in ("silu", "swish"):
-        raise NotImplementedError(f"fast path supports SiLU MLPs, got {act!r}")
+    _check_act(layer)
     return LayerWeights(
         in_norm=layer.input_layernorm.weight, in_eps=_eps(layer.input_layernorm),
         wq=a.q_proj.weight, bq=a.q_proj.bias, wk=a.k_proj.weight, bk=a.k_proj.bias,
         wv=a.v_proj.weight, bv=a.v_proj.bias, wo=a.o_proj.weight, bo=a.o_proj.bias,
         post_norm=layer.post_attention_layernorm.weight, post_eps=_eps(layer.post_attention_layernorm),
         wg=m.gate_proj.weight, wu=m.up_proj.weight, wd=m.down_proj.weight,
+        wqkv=getattr(a, "_vidspec_wqkv", None), bqkv=getattr(a, "_vidspec_bqkv", None),
+        wgu=getattr(m, "_vidspec_wgu", None),
     )
 
 
-# ---- the two per-layer pieces that do not touch the cache (compilable, shapes depend on T) -------
-def _pre_attention(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, in_norm: torch.Tensor, wq, bq, wk, bk,
-                   wv, bv, eps: float, hq: int, hkv: int, hd: int):
-    """RMSNorm, q/k/v projections and RoPE.
+def _concat_params(params: list[torch.nn.Parameter]) -> torch.Tensor:
+    """One buffer holding ``params`` back to back (dim 0); each parameter becomes a view of it.
 
-    Args:
-        x: ``(T, d)`` residual stream.
-        cos, sin: ``(T, hd)`` RoPE tables.
-
-    Returns:
-        q ``(T, hq, hd)``, k ``(T, hkv, hd)``, v ``(T, hkv, hd)``.
+    The Parameter objects are kept (``.data`` is re-pointed), so the module, its state_dict keys
+    and any optimiser references stay valid; the old storages are freed once nothing else holds
+    them, so no second copy of the weights exists.
     """
-    t = x.shape[0]
+    rows = [p.shape[0] for p in params]
+    buf = torch.empty((sum(rows), *params[0].shape[1:]), dtype=params[0].dtype, device=params[0].device)
+    with torch.no_grad():
+        o = 0
+        for p, r in zip(params, rows):
+            buf[o:o + r].copy_(p)
+            p.data = buf[o:o + r]
+            o += r
+    return buf
+
+
+def fuse_layer_weights(layer) -> None:
+    """Put a Qwen2 layer's q/k/v weights (and biases) and gate/up weights into single buffers, in place.
+
+    The HF modules keep computing the same function (their parameters become views of the fused
+    buffers); the fused buffers are remembered on the modules (``_vidspec_wqkv``, ``_vidspec_bqkv``,
+    ``_vidspec_wgu``), so fusing twice is a no-op. Lets the fast path run one GEMM for q/k/v and one
+    for gate/up.
+    """
+    a, m = layer.self_attn, layer.mlp
+    _check_act(layer)
+    if getattr(a, "_vidspec_wqkv", None) is None:
+        biases = [a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]
+        a._vidspec_wqkv = _concat_params([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight])
+        a._vidspec_bqkv = _concat_params(biases) if all(b is not None for b in biases) else None
+        if a._vidspec_bqkv is None and any(b is not None for b in biases):
+            raise NotImplementedError("q/k/v projections with biases on only some of them")
+    if getattr(m, "_vidspec_wgu", None) is None:
+        m._vidspec_wgu = _concat_params([m.gate_proj.weight, m.up_proj.weight])
+
+
+# ---- the per-layer pieces that do not touch the cache (compilable, shapes depend on T) ----------
+# The residual add of a layer's MLP output is deferred to the next piece (``delta``), so a fused
+# compile does it in the same kernel as the next RMSNorm.
+def _pre_fused(x: torch.Tensor, delta: torch.Tensor | None, in_norm: torch.Tensor, eps: float, wqkv: torch.Tensor,
+               bqkv: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual add, RMSNorm and the fused q/k/v projection: ``(T, d) -> (T, d), (T, (hq + 2 hkv) hd)``."""
+    if delta is not None:
+        x = x + delta
+    return x, F.linear(rms_norm(x, in_norm, eps), wqkv, bqkv)
+
+
+def _pre_split(x: torch.Tensor, delta: torch.Tensor | None, in_norm: torch.Tensor, eps: float, wq, bq, wk, bk, wv,
+               bv) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_pre_fused` with three projections (weights not fused)."""
+    if delta is not None:
+        x = x + delta
     h = rms_norm(x, in_norm, eps)
-    q = F.linear(h, wq, bq).view(t, hq, hd)
-    k = F.linear(h, wk, bk).view(t, hkv, hd)
-    v = F.linear(h, wv, bv).view(t, hkv, hd)
-    c, s = cos[:, None, :], sin[:, None, :]
-    q = q * c + rotate_half(q) * s
-    k = k * c + rotate_half(k) * s
-    return q, k, v
+    return x, torch.cat([F.linear(h, wq, bq), F.linear(h, wk, bk), F.linear(h, wv, bv)], dim=-1)
 
 
-def _post_attention(x: torch.Tensor, attn: torch.Tensor, wo, bo, post_norm, eps: float, wg, wu, wd) -> torch.Tensor:
-    """Output projection, residual, RMSNorm, SwiGLU MLP, residual. ``(T, d) -> (T, d)``."""
+def _post_fused(x: torch.Tensor, attn: torch.Tensor, wo, bo, post_norm, eps: float, wgu,
+                wd) -> tuple[torch.Tensor, torch.Tensor]:
+    """Output projection, residual, RMSNorm, SwiGLU MLP with fused gate/up: returns ``x`` and the MLP output."""
+    x = x + F.linear(attn, wo, bo)
+    gu = F.linear(rms_norm(x, post_norm, eps), wgu)
+    g, u = gu.chunk(2, dim=-1)
+    return x, F.linear(F.silu(g) * u, wd)
+
+
+def _post_split(x: torch.Tensor, attn: torch.Tensor, wo, bo, post_norm, eps: float, wg, wu,
+                wd) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_post_fused` with separate gate and up projections."""
     x = x + F.linear(attn, wo, bo)
     h = rms_norm(x, post_norm, eps)
-    return x + F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+    return x, F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
+
+
+def _final(x: torch.Tensor, delta: torch.Tensor, norm: torch.Tensor, eps: float, head: torch.Tensor,
+           head_bias: torch.Tensor | None, ids: torch.Tensor, head_ids: torch.Tensor | None):
+    """Last residual add, final norm, LM head, greedy tokens and device-side chain acceptance.
+
+    Returns ``(x, h, logits float32, argmax in target ids, accept)``; ``accept`` is
+    ``[n_accepted, next_token]`` of strict greedy verification of the chain ``ids``.
+    """
+    x = x + delta
+    h = rms_norm(x, norm, eps)
+    logits = F.linear(h, head, head_bias).float()
+    am = logits.argmax(-1)
+    if head_ids is not None:
+        am = head_ids[am]
+    match = (am[:-1] == ids[1:]).long()
+    n = match.cumprod(0).sum()
+    accept = torch.stack([n, am.gather(0, n.view(1))[0]])
+    return x, h, logits, am, accept
+
+
+def _rope_torch(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, hq: int, hkv: int, hd: int):
+    """Split the fused projection and apply RoPE (HF order of operations): q, k, v."""
+    t = qkv.shape[0]
+    q, k, v = qkv.split([hq * hd, hkv * hd, hkv * hd], dim=-1)
+    q, k, v = q.reshape(t, hq, hd), k.reshape(t, hkv, hd), v.reshape(t, hkv, hd)
+    c, s = cos[:, None, :], sin[:, None, :]
+    return q * c + rotate_half(q) * s, k * c + rotate_half(k) * s, v
 
 
 # ---- attention ---------------------------------------------------------------------------------
@@ -345,11 +431,24 @@ class FastLM:
         max_tree: region width of tree/verify masks in graph mode (largest T of a step and largest
             tree session).
         max_step: largest T that is captured as a graph; longer steps run eagerly.
+        fuse: put each layer's q/k/v and gate/up weights into one buffer (in place: the HF modules'
+            parameters become views of it, see :func:`fuse_layer_weights`), so a step runs one GEMM
+            for each (default: on CUDA).
+        kernels: run decode/verify/tree steps with the Triton kernels of
+            :mod:`vidspec.decoding.fast.kernels` (RoPE + KV write in one launch, split-K attention
+            over exactly the valid cache, so one graph per step length serves every context; default:
+            on CUDA when Triton is importable). Off: SDPA over a bucketed cache with an additive mask.
+        compile_mode: ``torch.compile`` mode of the fused pieces (None: the default mode).
+        head_ids: ``(V',) int64`` target token id of each row of ``lm_head`` when the head covers
+            only a subset of the vocabulary (an EAGLE-3-style reduced draft head): step outputs'
+            ``argmax``/``accept`` are then target ids, ``logits`` are over the V' rows. Input ids
+            and embeddings stay in the full vocabulary.
     """
 
     def __init__(self, language_model, lm_head, *, max_len: int, hidden_layers: dict[str, int] | None = None,
                  graphs: bool = True, compile: bool | None = None, bucket: int = 256, max_tree: int = 64,
-                 max_step: int = 64):
+                 max_step: int = 64, fuse: bool | None = None, kernels: bool | None = None,
+                 compile_mode: str | None = None, head_ids: torch.Tensor | None = None):
         self.lm = language_model
         self.lm_head = lm_head
         cfg = language_model.config
@@ -370,29 +469,46 @@ class FastLM:
         self.hd = attn0.head_dim
         self.scale = float(getattr(attn0, "scaling", self.hd ** -0.5))
         self.d = cfg.hidden_size
-        self.layers = [layer_weights(layer) for layer in language_model.layers]
         self.embed = language_model.embed_tokens.weight
+        self.device = self.embed.device
+        self.dtype = self.embed.dtype
+        on_cuda = self.device.type == "cuda"
+        self.fused = bool(on_cuda if fuse is None else fuse)
+        if self.fused:
+            for layer in language_model.layers:
+                fuse_layer_weights(layer)
+        self.layers = [layer_weights(layer) for layer in language_model.layers]
+        if self.fused and any(lw.wqkv is None or lw.wgu is None for lw in self.layers):
+            raise RuntimeError("weight fusion failed")  # pragma: no cover
         self.norm = language_model.norm.weight
         self.norm_eps = _eps(language_model.norm)
         self.head = lm_head.weight
         self.head_bias = lm_head.bias
         self.vocab = self.head.shape[0]
-        self.device = self.embed.device
-        self.dtype = self.embed.dtype
+        self.head_ids = None
+        if head_ids is not None:
+            self.head_ids = torch.as_tensor(head_ids, dtype=torch.long).to(self.device)
+            if self.head_ids.shape != (self.vocab,):
+                raise ValueError(f"head_ids has shape {tuple(self.head_ids.shape)}, the head has {self.vocab} rows")
         self.hidden_layers = dict(hidden_layers or {})
         for name, idx in self.hidden_layers.items():
             if not 0 <= idx <= self.num_layers:
                 raise ValueError(f"hidden layer {name}={idx} outside 0..{self.num_layers}")
-        on_cuda = self.device.type == "cuda"
         self.graphs = bool(graphs and on_cuda)
         if compile is None:
             compile = on_cuda and _has_triton()
         self.compiled = bool(compile and on_cuda)
+        self.kernels = bool((on_cuda and _has_triton()) if kernels is None else kernels)
+        if self.kernels and not _has_triton():
+            raise RuntimeError("kernels=True needs Triton")
+        self.compile_mode = compile_mode
         self.bucket = bucket
         self.max_tree = max_tree
         self.max_step = min(max_step, max_tree)
-        self._pre: Callable = _pre_attention
-        self._post: Callable = _post_attention
+        self._pre: Callable = _pre_fused if self.fused else _pre_split
+        self._post: Callable = _post_fused if self.fused else _post_split
+        self._final: Callable = _final
+        self._pre_c, self._post_c, self._final_c = self._pre, self._post, self._final
         if self.compiled:
             self._enable_compile()
         self.max_len = max_len
@@ -410,13 +526,17 @@ class FastLM:
     def _enable_compile(self) -> None:
         import torch._dynamo as dynamo
 
-        # One compiled variant per step length T; the default limit (8) is too small for
-        # T in 1..K+1 plus tree sizes.
+        # One compiled variant per step length T (and residual-delta presence); the default limit (8)
+        # is too small for T in 1..K+1 plus tree sizes.
         for name in ("recompile_limit", "cache_size_limit"):
             if hasattr(dynamo.config, name):
-                setattr(dynamo.config, name, max(getattr(dynamo.config, name), 64))
-        self._pre = torch.compile(_pre_attention, fullgraph=True, dynamic=False)
-        self._post = torch.compile(_post_attention, fullgraph=True, dynamic=False)
+                setattr(dynamo.config, name, max(getattr(dynamo.config, name), 256))
+        kw = dict(fullgraph=True, dynamic=False)
+        if self.compile_mode:
+            kw["mode"] = self.compile_mode
+        self._pre_c = torch.compile(self._pre, **kw)
+        self._post_c = torch.compile(self._post, **kw)
+        self._final_c = torch.compile(self._final, **kw)
 
     def new_cache(self) -> StaticKVCache:
         """Start a new request: the cache is reset (one live request per FastLM)."""
@@ -432,35 +552,60 @@ class FastLM:
         return n + self.norm.numel() * self.norm.element_size() + self.head.numel() * self.head.element_size()
 
     # ---- the forward ----------------------------------------------------------------------------
-    def _layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, slots: torch.Tensor, lb: int,
-                mask_rep: torch.Tensor | None, want: dict[int, str], pre=None, post=None) -> tuple[torch.Tensor, dict]:
-        """Run all decoder layers on ``x`` ``(T, d)``, writing K/V at ``slots`` ``(T,) int64``.
+    def _layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, ids: torch.Tensor | None, *, lb: int,
+                slots: torch.Tensor | None = None, mask_rep: torch.Tensor | None = None,
+                arena: torch.Tensor | None = None, tree_mask: torch.Tensor | None = None, want: dict[int, str],
+                compiled: bool = False, logits: bool = True):
+        """Run all decoder layers on ``x`` ``(T, d)`` and the LM head.
 
-        ``mask_rep`` None means a causal prefill chunk occupying the last T of ``lb`` slots.
-        Returns the final-normed ``(T, d)`` and the requested hidden states by name.
+        Three attention modes: ``arena`` given — a step through the Triton kernels (K/V written at
+        ``arena[0] + t``, visibility from ``arena[1]`` and ``tree_mask``); ``mask_rep`` given — a
+        step through SDPA over ``lb`` slots with an additive mask (K/V written at ``slots``);
+        neither — a causal prefill chunk occupying the last T of ``lb`` slots.
+
+        Returns ``(x, h, logits, argmax, accept, hidden)`` (the last four None/empty without
+        ``logits``), ``h`` being the final-normed state.
         """
-        pre = pre or _pre_attention
-        post = post or _post_attention
+        pre, post, final = (self._pre_c, self._post_c, self._final_c) if compiled else (
+            self._pre, self._post, self._final)
         hidden: dict[str, torch.Tensor] = {}
-        if 0 in want:
-            hidden[want[0]] = x
+        delta = None
         for i, lw in enumerate(self.layers):
-            q, k, v = pre(x, cos, sin, lw.in_norm, lw.wq, lw.bq, lw.wk, lw.bk, lw.wv, lw.bv, lw.in_eps,
-                          self.hq, self.hkv, self.hd)
-            kc, vc = self.kv[i, 0], self.kv[i, 1]
-            kc.index_copy_(0, slots, k)
-            vc.index_copy_(0, slots, v)
-            if mask_rep is None:
-                a = attend_prefill(q, kc[:lb], vc[:lb], self.scale)
+            if self.fused:
+                x, qkv = pre(x, delta, lw.in_norm, lw.in_eps, lw.wqkv, lw.bqkv)
             else:
-                a = attend_step(q, kc[:lb], vc[:lb], mask_rep, self.scale)
-            x = post(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wg, lw.wu, lw.wd)
-            if i + 1 in want and i + 1 < self.num_layers:
-                hidden[want[i + 1]] = x
-        h = rms_norm(x, self.norm, self.norm_eps)
+                x, qkv = pre(x, delta, lw.in_norm, lw.in_eps, lw.wq, lw.bq, lw.wk, lw.bk, lw.wv, lw.bv)
+            if i in want:
+                hidden[want[i]] = x  # the output of layer i - 1 (index 0: the embeddings)
+            kc, vc = self.kv[i, 0], self.kv[i, 1]
+            if arena is not None:
+                from vidspec.decoding.fast import kernels
+
+                q = kernels.rope_kv_write(qkv, cos, sin, kc, vc, arena, self.hq, self.hkv, self.hd)
+                a = kernels.decode_attention(q, kc, vc, tree_mask, arena, self.scale)
+            else:
+                q, k, v = _rope_torch(qkv, cos, sin, self.hq, self.hkv, self.hd)
+                kc.index_copy_(0, slots, k)
+                vc.index_copy_(0, slots, v)
+                if mask_rep is None:
+                    a = attend_prefill(q, kc[:lb], vc[:lb], self.scale)
+                else:
+                    a = attend_step(q, kc[:lb], vc[:lb], mask_rep, self.scale)
+            if self.fused:
+                x, delta = post(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu, lw.wd)
+            else:
+                x, delta = post(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wg, lw.wu, lw.wd)
+        if not logits:
+            x = x + delta
+            h = rms_norm(x, self.norm, self.norm_eps)
+            if self.num_layers in want:
+                hidden[want[self.num_layers]] = h
+            return x, h, None, None, None, hidden
+        x, h, lg, am, accept = final(x, delta, self.norm, self.norm_eps, self.head, self.head_bias, ids,
+                                     self.head_ids)
         if self.num_layers in want:
             hidden[want[self.num_layers]] = h
-        return h, hidden
+        return x, h, lg, am, accept, hidden
 
     def _want(self) -> dict[int, str]:
         # Several names may share one layer index; keep the first and alias the rest afterwards.
@@ -486,7 +631,8 @@ class FastLM:
             pos3: ``(3, T) int64`` their RoPE positions.
             start: cache slot of the chunk's first token (the cache holds ``start`` positions).
             want_hidden: return the configured hidden states of the chunk.
-            last_logits: return the ``(V,) float32`` logits of the chunk's last token.
+            last_logits: return the ``(V,) float32`` logits of the chunk's last token (over the
+                head's rows: with ``head_ids``, a reduced vocabulary).
 
         Returns:
             logits (or None) and hidden states by name (``(T, d)``).
@@ -499,7 +645,8 @@ class FastLM:
         cos, sin = rope_tables(pos3, self.inv_freq, self.rope_scaling, self.sections, self.dtype)
         slots = torch.arange(start, start + t, device=self.device)
         want = self._want() if want_hidden else {}
-        h, hidden = self._layers(embeds.to(self.dtype), cos, sin, slots, start + t, None, want)
+        _, h, _, _, _, hidden = self._layers(embeds.to(self.dtype), cos, sin, None, lb=start + t, slots=slots,
+                                             want=want, logits=False)
         cache.length = start + t
         cache.tree = None
         logits = self._logits(h[-1:])[0] if last_logits else None
@@ -510,22 +657,20 @@ class FastLM:
         start, base, offset = arena[0], arena[1], arena[2]
         depth = arena[3:3 + t]
         ids = arena[3 + t:3 + 2 * t]
-        slots = start + torch.arange(t, device=self.device)
         pos = (base + offset + depth)[None, :].expand(3, t)
         cos, sin = rope_tables(pos, self.inv_freq, self.rope_scaling, self.sections, self.dtype)
-        m = step_mask(t, lb, base, mask, self.dtype)
-        rep = self.hq // self.hkv
-        mask_rep = m[None].expand(rep, t, lb).reshape(rep * t, lb)
         x = F.embedding(ids, self.embed)
-        pre, post = (self._pre, self._post) if compiled else (None, None)
-        h, hidden = self._layers(x, cos, sin, slots, lb, mask_rep, self._want(), pre, post)
-        logits = self._logits(h)
-        am = logits.argmax(-1)
-        # Strict greedy acceptance of a chain [x_last, d_1..d_K] on the device: the longest prefix
-        # of drafts equal to the target's argmax, then the target's token there.
-        match = (am[:-1] == ids[1:]).long()
-        n = match.cumprod(0).sum()
-        accept = torch.stack([n, am.gather(0, n.view(1))[0]])
+        if self.kernels:
+            out = self._layers(x, cos, sin, ids, lb=lb, arena=arena, tree_mask=mask, want=self._want(),
+                               compiled=compiled)
+        else:
+            slots = start + torch.arange(t, device=self.device)
+            m = step_mask(t, lb, base, mask, self.dtype)
+            rep = self.hq // self.hkv
+            mask_rep = m[None].expand(rep, t, lb).reshape(rep * t, lb)
+            out = self._layers(x, cos, sin, ids, lb=lb, slots=slots, mask_rep=mask_rep, want=self._want(),
+                               compiled=compiled)
+        _, _, logits, am, accept, hidden = out
         return StepOutput(logits, am, accept, self._alias(hidden))
 
     def _arena_for(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -538,6 +683,8 @@ class FastLM:
         return self._arena[t]
 
     def _bucket(self, needed: int) -> int:
+        if self.kernels:
+            return self.max_len  # the kernels read the valid length from the arena: one graph per T
         lb = int(math.ceil(needed / self.bucket) * self.bucket)
         return min(lb, self.max_len)
 

@@ -1,0 +1,193 @@
+"""Fused weights, the Triton step kernels and the reduced draft head of the fast path, on CPU.
+
+- Weight fusion re-points the HF modules' parameters into one buffer per layer: the HF module must
+  compute exactly what it computed before, no second copy may exist, and the fast path on fused
+  weights must stay token-identical to eager AR.
+- The Triton kernels (RoPE + KV write, split-K attention) run on CPU through Triton's interpreter
+  when ``TRITON_INTERPRET=1`` and Triton is installed (skipped otherwise; on CUDA they run natively
+  and ``test_fast_gpu.py`` covers them end to end).
+- A reduced-vocabulary head (``head_ids``) returns target token ids.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+import torch
+
+from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
+from vidspec.decoding.fast.lm import (
+    FastLM,
+    attend_step,
+    fuse_layer_weights,
+    rope_tables,
+    rotate_half,
+    step_mask,
+)
+from vidspec.decoding.types import Request
+
+N = 24
+TOL = 1e-4
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+RUN_KERNELS = HAS_TRITON and (torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1")
+needs_kernels = pytest.mark.skipif(not RUN_KERNELS, reason="needs Triton (CUDA, or TRITON_INTERPRET=1 on CPU)")
+
+
+def _patch_interpreter() -> None:
+    """Triton's interpreter turns loaded scalars into 1-element arrays, which numpy 2 refuses as indices."""
+    if os.environ.get("TRITON_INTERPRET") != "1" or torch.cuda.is_available():
+        return
+    import numpy as np
+    from triton.runtime import interpreter
+
+    orig = interpreter._patch_lang_tensor
+    if getattr(orig, "_vidspec", False):
+        return
+
+    def patched(tensor, scope):
+        orig(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
+
+    patched._vidspec = True  # type: ignore[attr-defined]
+    interpreter._patch_lang_tensor = patched
+
+
+def fresh(name: str):
+    """A private copy of a tiny model (fusion changes parameters in place; the shared fixture stays untouched)."""
+    from vidspec.decoding.models import load_target
+
+    return load_target(name)
+
+
+def test_fusion_keeps_the_hf_module_and_makes_no_copy():
+    target = fresh("tiny-qwen2.5-vl")
+    lm = target.model.model.language_model
+    x = torch.randn(1, 5, lm.config.hidden_size)
+    layer = lm.layers[0]
+    pos = torch.arange(5)[None].expand(3, 1, 5)
+    with torch.no_grad():
+        pe = lm.rotary_emb(x, pos)
+        before = layer(x, position_embeddings=pe, attention_mask=None)
+        before = before[0] if isinstance(before, tuple) else before
+        params_before = {n: p.detach().clone() for n, p in layer.named_parameters()}
+        ids_before = {n: id(p) for n, p in layer.named_parameters()}
+        fuse_layer_weights(layer)
+        after = layer(x, position_embeddings=pe, attention_mask=None)
+        after = after[0] if isinstance(after, tuple) else after
+    assert torch.equal(before, after)
+    for n, p in layer.named_parameters():
+        assert id(p) == ids_before[n] and torch.equal(p, params_before[n])
+    a, m = layer.self_attn, layer.mlp
+    buf = a._vidspec_wqkv
+    for p in (a.q_proj.weight, a.k_proj.weight, a.v_proj.weight):
+        assert p.untyped_storage().data_ptr() == buf.untyped_storage().data_ptr()
+    assert m.gate_proj.weight.untyped_storage().data_ptr() == m._vidspec_wgu.untyped_storage().data_ptr()
+    assert torch.equal(buf, torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+    fuse_layer_weights(layer)  # twice: no-op
+    assert a._vidspec_wqkv is buf
+
+
+@pytest.mark.parametrize(("name", "k"), [("tiny-qwen2.5-vl", 3), ("tiny-llava-ov", 4)])
+def test_fused_fast_path_is_token_identical(tiny, clip, name, k):
+    ref = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(ref).generate(req, max_new_tokens=N)
+    target = fresh(name)
+    fast = FastTarget(target, max_len=512, fuse=True)
+    assert fast.lm.fused and fast.lm.layers[0].wqkv is not None
+    s_ref, s = ref.prefill(req), fast.prefill(req)
+    assert (s.first_logits - s_ref.first_logits).abs().max() < TOL
+    toks = [int(s_ref.first_logits.argmax()), 7, 8, 9]
+    assert (fast.verify(s, toks).logits - ref.verify(s_ref, toks).logits).abs().max() < TOL
+    assert SpeculativeDecoder(FastTarget(target, max_len=512, fuse=True)).generate(req, max_new_tokens=N).token_ids \
+        == ar.token_ids
+    draft = fresh(name)
+    with torch.no_grad():
+        torch.manual_seed(3)
+        draft.model.lm_head.weight.add_(0.6 * torch.randn_like(draft.model.lm_head.weight))
+    dec = SpeculativeDecoder(FastTarget(target, max_len=512, fuse=True),
+                             FastModelDrafter(FastTarget(draft, max_len=512, fuse=True)), FastStrictVerifier(), k=k)
+    assert dec.generate(req, max_new_tokens=N).token_ids == ar.token_ids
+
+
+def test_reduced_head_returns_target_ids():
+    target = fresh("tiny-llava-ov")
+    lm, head = target.model.model.language_model, target.model.lm_head
+    full = FastLM(lm, head, max_len=128)
+    keep = torch.randperm(head.out_features, generator=torch.Generator().manual_seed(0))[: head.out_features // 2]
+    small = torch.nn.Linear(head.in_features, keep.numel(), bias=False)
+    with torch.no_grad():
+        small.weight.copy_(head.weight[keep])
+    red = FastLM(lm, small, max_len=128, head_ids=keep)
+    for f in (full, red):
+        f.new_cache()
+        f.prefill_chunk(torch.randn(10, f.d, generator=torch.Generator().manual_seed(1)) * 0.5,
+                        torch.arange(10)[None].expand(3, 10), 0, want_hidden=False, last_logits=False)
+    tril = torch.ones(3, 3, dtype=torch.bool).tril()
+    a = full.step([5, 6, 7], 10, 10, 0, [0, 1, 2], tril)
+    b = red.step([5, 6, 7], 10, 10, 0, [0, 1, 2], tril)
+    assert b.logits.shape == (3, keep.numel())
+    assert torch.allclose(b.logits, a.logits[:, keep], atol=1e-5)
+    want = keep[a.logits[:, keep].argmax(-1)]
+    assert b.argmax.tolist() == want.tolist()
+    assert all(int(t) in set(keep.tolist()) for t in b.argmax)
+    with pytest.raises(ValueError, match="head_ids"):
+        FastLM(lm, small, max_len=16, head_ids=keep[:3])
+
+
+@needs_kernels
+@pytest.mark.parametrize(("start", "base", "t", "r"), [(40, 40, 1, 1), (100, 100, 9, 9), (150, 140, 4, 14),
+                                                        (7, 7, 3, 3), (700, 690, 6, 64)])
+def test_kernels_match_reference(start, base, t, r):
+    _patch_interpreter()
+    from vidspec.decoding.fast.kernels import decode_attention, rope_kv_write
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator().manual_seed(start)
+    hq, hkv, hd, cap = 8, 2, 32, 800
+    kv = torch.randn(2, cap, hkv, hd, generator=g)
+    qkv = torch.randn(t, (hq + 2 * hkv) * hd, generator=g)
+    depth = torch.arange(start - base, start - base + t)
+    inv = 1.0 / (10000 ** (torch.arange(0, hd, 2).float() / hd))
+    cos, sin = rope_tables((base + depth)[None].expand(3, t), inv, 1.0, None, torch.float32)
+    tm = torch.rand(t, r, generator=g) < 0.5
+    tm[torch.arange(t), depth] = True
+    tm[:, start - base + t:] = False
+    arena = torch.tensor([start, base, 0])
+    kc, vc = kv[0].clone().to(dev), kv[1].clone().to(dev)
+    q = rope_kv_write(qkv.to(dev), cos.to(dev), sin.to(dev), kc, vc, arena.to(dev), hq, hkv, hd)
+    qr, kr, vr = qkv.split([hq * hd, hkv * hd, hkv * hd], -1)
+    qr, kr, vr = qr.reshape(t, hq, hd), kr.reshape(t, hkv, hd), vr.reshape(t, hkv, hd)
+    c, s = cos[:, None], sin[:, None]
+    qr, kr = qr * c + rotate_half(qr) * s, kr * c + rotate_half(kr) * s
+    kref, vref = kv[0].clone(), kv[1].clone()
+    kref[start:start + t], vref[start:start + t] = kr, vr
+    assert (q.cpu() - qr).abs().max() < 1e-5
+    assert (kc.cpu() - kref).abs().max() < 1e-5 and (vc.cpu() - vref).abs().max() < 1e-5
+    lb = start + t
+    m = step_mask(t, lb, torch.tensor(base), tm, torch.float32)
+    rep = hq // hkv
+    want = attend_step(qr, kref[:lb], vref[:lb], m[None].expand(rep, t, lb).reshape(rep * t, lb), hd ** -0.5)
+    for ns in (1, 4, 16):
+        got = decode_attention(q, kc, vc, tm.to(dev), arena.to(dev), hd ** -0.5, n_splits=ns, block_n=16)
+        assert (got.cpu() - want).abs().max() < 1e-4, ns
+
+
+@needs_kernels
+def test_kernel_steps_token_identical(tiny, clip):
+    """FastTarget with the Triton step kernels (interpreted on CPU): same logits, same tokens."""
+    _patch_interpreter()
+    name = "tiny-qwen2.5-vl"
+    ref = tiny(name)
+    req = Request("Describe the video.", clip)
+    ar = SpeculativeDecoder(ref).generate(req, max_new_tokens=8)
+    fast = FastTarget(fresh(name), max_len=512, fuse=True, kernels=True)
+    assert fast.lm.kernels
+    s_ref, s = ref.prefill(req), fast.prefill(req)
+    toks = [int(s_ref.first_logits.argmax()), 7, 8, 9]
+    assert (fast.verify(s, toks).logits - ref.verify(s_ref, toks).logits).abs().max() < TOL
+    assert SpeculativeDecoder(fast).generate(req, max_new_tokens=8).token_ids == ar.token_ids
