@@ -441,12 +441,14 @@ def main(argv=None) -> int:
                                                          for k, v in vars(args).items()}}
     results["bandwidth_bytes_per_s"] = bw = copy_bandwidth()
     results["families"] = {}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     with torch.inference_mode():
         for fam in families:
             bench_family(fam, args, bw, results["families"])
+            results["total_s"] = time.perf_counter() - t0
+            (out / "engine_gpu.json").write_text(json.dumps(results, indent=2))  # partial results survive a timeout
     results["total_s"] = time.perf_counter() - t0
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     (out / "engine_gpu.json").write_text(json.dumps(results, indent=2))
     print_table(results)
     print(f"\nwrote {out / 'engine_gpu.json'} in {results['total_s']:.0f} s")

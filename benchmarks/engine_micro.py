@@ -267,6 +267,10 @@ def main(argv=None) -> int:
                 print(f"gemm {k:12s} {v['ms']:.4f} ms  {v['gbps']:.0f} GB/s  (floor {v['floor_ms']:.4f})", flush=True)
         if "attn" in sections:
             res["attn"] = bench_attn()
+            from vidspec.decoding.fast import kernels
+
+            res["attn_tuned_configs"] = {str(k): str(v) for k, v in kernels._attn_split_tuned.cache.items()}
+            print("tuned split-kernel configs:", res["attn_tuned_configs"], flush=True)
             save()
             for k, v in res["attn"].items():
                 print(f"attn {k:12s} sdpa+mask {v['sdpa_mask_ms']:.4f} ms  triton {v['triton_splitk_ms']:.4f} ms",

@@ -79,7 +79,8 @@ def rope_kv_write(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, k_cac
 @triton.jit
 def _attn_split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, arena_ptr, po_ptr, pm_ptr, pl_ptr,
                        T, REP, HQ, CACHE_ROW, MASK_ROW, R, N_SPLITS, scale,
-                       HD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS_PAD: tl.constexpr):
+                       HD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ROWS_PAD: tl.constexpr,
+                       PREC: tl.constexpr):
     pid_m = tl.program_id(0)
     h = tl.program_id(1)
     sp = tl.program_id(2)
@@ -102,7 +103,7 @@ def _attn_split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, arena_ptr, po_ptr, pm_ptr,
         cols = s0 + tl.arange(0, BLOCK_N)
         col_ok = cols < hi
         kk = tl.load(k_ptr + cols[:, None] * CACHE_ROW + h * HD + d[None, :], mask=col_ok[:, None], other=0.0)
-        qk = tl.dot(q, tl.trans(kk)) * scale
+        qk = tl.dot(q, tl.trans(kk), input_precision=PREC) * scale
         rel = cols - base
         in_reg = (rel >= 0) & (rel < R) & col_ok
         tm = tl.load(mask_ptr + ti[:, None] * MASK_ROW + rel[None, :], mask=row_ok[:, None] & in_reg[None, :], other=0)
@@ -114,7 +115,7 @@ def _attn_split_kernel(q_ptr, k_ptr, v_ptr, mask_ptr, arena_ptr, po_ptr, pm_ptr,
         alpha = tl.exp(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         vv = tl.load(v_ptr + cols[:, None] * CACHE_ROW + h * HD + d[None, :], mask=col_ok[:, None], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(vv.dtype), vv)
+        acc = acc * alpha[:, None] + tl.dot(p.to(vv.dtype), vv, input_precision=PREC)
         m_i = m_new
     # partials laid out (hkv, ROWS_PAD, N_SPLITS[, HD])
     idx = (h * ROWS_PAD + rows) * N_SPLITS + sp
@@ -142,6 +143,15 @@ def _attn_merge_kernel(po_ptr, pm_ptr, pl_ptr, out_ptr, REP, HQ, ROWS_PAD,
     tl.store(out_ptr + orow * HD + d, o.to(out_ptr.dtype.element_ty))
 
 
+# On CUDA the split kernel's key block, warps and pipelining depth are tuned once per step shape
+# (T, rows per KV head): a 63-row verify step wants different tiles than a 7-row AR step. Tuning
+# runs during the warm-up before a CUDA graph is captured; the kernel is idempotent (it only
+# writes the partial results), so repeated benchmark launches are harmless.
+_TUNE_CONFIGS = [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=st)
+                 for bn in (16, 32, 64) for w in (4, 8) for st in (2, 3)]
+_attn_split_tuned = triton.autotune(_TUNE_CONFIGS, key=["T", "REP", "HQ"])(_attn_split_kernel)
+
+
 def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -160,7 +170,7 @@ def attention_splits(rows: int, hkv: int, device: torch.device) -> int:
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tree_mask: torch.Tensor,
                      arena: torch.Tensor, scale: float, n_splits: int | None = None,
-                     block_n: int = 64) -> torch.Tensor:
+                     block_n: int | None = None, num_warps: int = 4, num_stages: int = 2) -> torch.Tensor:
     """Attention of a decode/verify/tree step over the valid cache (flash-decoding, GQA).
 
     Args:
@@ -170,6 +180,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
         arena: int64 device tensor ``[start, base, ...]``; keys ``[0, start + T)`` are read.
         scale: softmax scale.
         n_splits: key-range splits per KV head (power of two; default from the SM count).
+        block_n, num_warps, num_stages: the split kernel's key block and launch options; with
+            ``block_n`` None they are autotuned on CUDA (64 / 4 / 2 elsewhere).
 
     Returns:
         ``(T, hq * hd)`` in q's dtype.
@@ -187,10 +199,14 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     pm = torch.empty(hkv * rows_pad * ns, dtype=torch.float32, device=dev)
     pl = torch.empty(hkv * rows_pad * ns, dtype=torch.float32, device=dev)
     mask = tree_mask.view(torch.uint8) if tree_mask.dtype == torch.bool else tree_mask
-    _attn_split_kernel[(m_blocks, hkv, ns)](q, k_cache, v_cache, mask, arena, po, pm, pl, t, rep, hq,
-                                            k_cache.stride(0), mask.stride(0), mask.shape[1], ns, scale,
-                                            HD=hd, BLOCK_M=block_m, BLOCK_N=block_n, ROWS_PAD=rows_pad,
-                                            num_warps=4)
+    args = (q, k_cache, v_cache, mask, arena, po, pm, pl, t, rep, hq, k_cache.stride(0), mask.stride(0),
+            mask.shape[1], ns, scale)
+    meta = dict(HD=hd, BLOCK_M=block_m, ROWS_PAD=rows_pad, PREC="ieee" if q.dtype == torch.float32 else "tf32")
+    grid = (m_blocks, hkv, ns)
+    if block_n is None and dev.type == "cuda":
+        _attn_split_tuned[grid](*args, **meta)
+    else:
+        _attn_split_kernel[grid](*args, **meta, BLOCK_N=block_n or 64, num_warps=num_warps, num_stages=num_stages)
     out = torch.empty(t, hq * hd, dtype=q.dtype, device=dev)
     _attn_merge_kernel[(rows, hkv)](po, pm, pl, out, rep, hq, rows_pad, HD=hd, NS=ns, num_warps=4)
     return out

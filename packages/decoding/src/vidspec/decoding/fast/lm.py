@@ -209,6 +209,20 @@ def _post_split(x: torch.Tensor, attn: torch.Tensor, wo, bo, post_norm, eps: flo
     return x, F.linear(F.silu(F.linear(h, wg)) * F.linear(h, wu), wd)
 
 
+def argmax_rows(logits: torch.Tensor, groups: int = 64) -> torch.Tensor:
+    """``logits.argmax(-1)`` in two stages (max per vocabulary chunk, then over chunks).
+
+    Same index as ``argmax`` (first maximum: the first chunk holding the maximum, then its first
+    position), but a compiled kernel gets ``T * groups`` programs instead of one per row.
+    """
+    v = logits.shape[-1]
+    if v % groups:
+        return logits.argmax(-1)
+    mx, ix = logits.view(*logits.shape[:-1], groups, v // groups).max(-1)
+    j = mx.argmax(-1, keepdim=True)
+    return (ix.gather(-1, j) + j * (v // groups)).squeeze(-1)
+
+
 def _final(x: torch.Tensor, delta: torch.Tensor, norm: torch.Tensor, eps: float, head: torch.Tensor,
            head_bias: torch.Tensor | None, ids: torch.Tensor, head_ids: torch.Tensor | None):
     """Last residual add, final norm, LM head, greedy tokens and device-side chain acceptance.
@@ -219,7 +233,7 @@ def _final(x: torch.Tensor, delta: torch.Tensor, norm: torch.Tensor, eps: float,
     x = x + delta
     h = rms_norm(x, norm, eps)
     logits = F.linear(h, head, head_bias).float()
-    am = logits.argmax(-1)
+    am = argmax_rows(logits)
     if head_ids is not None:
         am = head_ids[am]
     match = (am[:-1] == ids[1:]).long()
