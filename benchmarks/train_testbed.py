@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--data", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--draft", default=None)
+    ap.add_argument("--sparrow", default=None, help="a Sparrow release: its strict tau is measured too")
     ap.add_argument("--split", default="validation")
     ap.add_argument("--limit", type=int, default=32, help="videos (captions) and MCQs evaluated")
     ap.add_argument("--max-new-tokens", type=int, default=64)
@@ -81,6 +82,9 @@ def main() -> None:
     draft = load_target(args.draft, device=args.device) if args.draft else None
     ar = build_decoder("ar", target=target)
     sd = build_decoder("sd", target=target, draft=draft, k=args.k) if draft else None
+    sp = build_decoder("sparrow", target=target, draft=args.sparrow, k=args.k) if args.sparrow else None
+    sp_emitted = sp_passes = 0
+    sp_lossless = True
 
     captions = load_from_disk(str(data))[args.split]
     seen, rows = set(), []
@@ -121,6 +125,11 @@ def main() -> None:
             for k in dis:
                 dis[k][0] += d[k][0]
                 dis[k][1] += d[k][1]
+        if sp is not None:
+            s = sp.generate(request, max_new_tokens=args.max_new_tokens)
+            sp_lossless &= s.token_ids == res.token_ids
+            sp_emitted += sum(st.emitted for st in s.steps)
+            sp_passes += len(s.steps)
     caption_s = time.perf_counter() - t0
 
     mcq = load_from_disk(str(data / "mcq"))[args.split]
@@ -150,6 +159,9 @@ def main() -> None:
             "disagreement": {k: (v[0] / v[1] if v[1] else None) for k, v in dis.items()},
             "positions": {k: v[1] for k, v in dis.items()},
         }
+    if sp is not None:
+        report["sparrow"] = {"path": args.sparrow, "k": args.k, "lossless": sp_lossless,
+                             "tau": sp_emitted / sp_passes if sp_passes else None}
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
