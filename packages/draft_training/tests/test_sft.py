@@ -35,9 +35,9 @@ def test_overfits_one_batch(tiny_dataset, family, one_thread):
     m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH[family]), max_frames=4,
                      adapter_options=QWEN_OPTIONS if family == "qwen2.5-vl" else None)
     batch = _batch(tiny_dataset, m)
-    opt = torch.optim.AdamW(m.parameters(), lr=3e-3)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
     first = None
-    for _ in range(300):
+    for _ in range(600):  # stops early once the loss is below 0.02
         loss, n = m.loss(batch)
         first = first if first is not None else loss.item()
         opt.zero_grad()
