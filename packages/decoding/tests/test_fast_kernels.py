@@ -39,7 +39,7 @@ needs_kernels = pytest.mark.skipif(not RUN_KERNELS, reason="needs Triton (CUDA, 
 
 def _patch_interpreter() -> None:
     """Triton's interpreter turns loaded scalars into 1-element arrays, which numpy 2 refuses as indices."""
-    if os.environ.get("TRITON_INTERPRET") != "1" or torch.cuda.is_available():
+    if os.environ.get("TRITON_INTERPRET") != "1":
         return
     import numpy as np
     from triton.runtime import interpreter
@@ -177,7 +177,8 @@ def test_kernels_match_reference(start, base, t, r):
         assert (got.cpu() - want).abs().max() < 1e-4, ns
 
 
-@needs_kernels
+@pytest.mark.skipif(not (HAS_TRITON and os.environ.get("TRITON_INTERPRET") == "1"),
+                    reason="CPU models through Triton's interpreter (TRITON_INTERPRET=1); on CUDA see test_fast_gpu.py")
 def test_kernel_steps_token_identical(tiny, clip):
     """FastTarget with the Triton step kernels (interpreted on CPU): same logits, same tokens."""
     _patch_interpreter()
