@@ -69,3 +69,14 @@ def test_lr_schedule():
     f = [lr_factor(s, o.warmup_steps, 100, o.min_lr_ratio) for s in range(300)]
     assert f[0] == pytest.approx(0.1) and f[9] == pytest.approx(1.0)
     assert all(a >= b for a, b in zip(f[9:], f[10:])) and f[-1] >= 0.1 - 1e-9
+
+
+def test_nonfinite_batch_is_skipped(tiny_dataset):
+    """A NaN loss returns None (Lightning skips the update) instead of poisoning the weights."""
+    torch.manual_seed(0)
+    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["llava-ov"]), max_frames=4)
+    batch = _batch(tiny_dataset, m, n=2)
+    m.log = lambda *a, **k: None  # no trainer attached
+    assert m.training_step(batch, 0) is not None
+    m.loss = lambda b: (torch.tensor(float("nan")), 3)
+    assert m.training_step(batch, 1) is None and m._skipped_nonfinite == 1

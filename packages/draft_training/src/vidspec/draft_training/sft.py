@@ -157,6 +157,7 @@ class VLMSFTModule(L.LightningModule):
             self.model.gradient_checkpointing_enable()
         self.vidspec_run_config: dict | None = None  # the resolved CLI config, set by `vidspec train`
         self._last_step_t: float | None = None
+        self._skipped_nonfinite = 0
 
     # ---- the contract the datamodule and exporters use ---------------------------------------
     def input_spec(self) -> InputSpec:
@@ -199,9 +200,15 @@ class VLMSFTModule(L.LightningModule):
             return logits.sum() * 0.0, 0
         return F.cross_entropy(logits.float(), target[sel]), n
 
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor | None:
         loss, n = self.loss(batch)
         bs = batch["input_ids"].shape[0]
+        if not torch.isfinite(loss):
+            # One non-finite batch (seen once in bf16 on the H200 at step 777 of a 1-layer draft)
+            # must not poison the weights: skip its update, count it, keep training.
+            self._skipped_nonfinite += 1
+            self.log("train/skipped_nonfinite", float(self._skipped_nonfinite), on_step=True, batch_size=bs)
+            return None
         self.log("train/loss", loss, on_step=True, prog_bar=True, batch_size=bs)
         self.log("train/answer_tokens", float(n), on_step=True, batch_size=bs)
         opt = self.optimizers(use_pl_optimizer=False) if self._trainer is not None else None
