@@ -134,7 +134,9 @@ def git_sha(path: str | Path | None = None) -> str | None:
         dirty = subprocess.run(["git", "-C", where, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return None
+        # No git checkout (e.g. a GPU machine that received the tree without .git): the caller
+        # may pass the commit in the environment.
+        return os.environ.get("VIDSPEC_GIT_SHA") or None
     return sha + ("+dirty" if dirty else "")
 
 
