@@ -20,6 +20,7 @@ from collections.abc import Callable
 from vidspec.decoding.cli import normalize_flags
 from vidspec.decoding.errors import ConfigError, VidspecError
 from vidspec.decoding.methods import METHODS
+from vidspec.evaluation.eval_ci import CI_MAX_NEW_TOKENS, CI_VIDEOS
 
 
 def evaluate(
@@ -126,8 +127,8 @@ def report(path: str, no_plots: bool = False, no_tensorboard: bool = False) -> i
 
 
 def eval_ci(out: str | None = None, baseline: str = "benchmarks/baselines/eval-ci.json",
-            update_baseline: bool = False, reason: str | None = None, limit: int = 3,
-            max_new_tokens: int = 16, releases: str = "data/releases", progress: bool = False) -> int:
+            update_baseline: bool = False, reason: str | None = None, limit: int = CI_VIDEOS,
+            max_new_tokens: int = CI_MAX_NEW_TOKENS, releases: str = "data/releases", progress: bool = False) -> int:
     """Small fixed CPU evaluation compared with committed baselines; exit 1 on a regression.
 
     Args:
@@ -135,8 +136,8 @@ def eval_ci(out: str | None = None, baseline: str = "benchmarks/baselines/eval-c
         baseline: the committed baseline JSON.
         update_baseline: record this run's figures as the baseline (needs --reason).
         reason: why the baseline changes; stored in the file (and put it in the commit message).
-        limit: SynthVid validation videos (the committed baseline uses 3).
-        max_new_tokens: tokens per sample (the committed baseline uses 16).
+        limit: SynthVid validation videos (the committed baseline uses the default).
+        max_new_tokens: tokens per sample (the committed baseline uses the default).
         releases: folder of committed testbed releases (else the built-in tiny models).
         progress: show progress bars.
     """
@@ -146,7 +147,7 @@ def eval_ci(out: str | None = None, baseline: str = "benchmarks/baselines/eval-c
                        max_new_tokens=max_new_tokens, releases=releases, progress=progress)
 
 
-def demo(out: str | None = None, limit: int = 3, max_new_tokens: int = 24, data_dir: str | None = None,
+def demo(out: str | None = None, limit: int = 3, max_new_tokens: int = 40, data_dir: str | None = None,
          releases: str = "data/releases", train: bool = False, no_progress: bool = False) -> int:
     """The embedded default: SynthVid videos, every method side by side, a table and a report (CPU ok).
 

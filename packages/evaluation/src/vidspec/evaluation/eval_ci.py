@@ -35,9 +35,9 @@ from typing import Any, TypedDict
 from vidspec.decoding.errors import ConfigError
 
 DEFAULT_BASELINE = "benchmarks/baselines/eval-ci.json"
-CI_VIDEOS = 3
+CI_VIDEOS = 6
 CI_SEED = 0
-CI_MAX_NEW_TOKENS = 16
+CI_MAX_NEW_TOKENS = 40  # long enough for a whole SynthVid caption, so the fact judge has claims to score
 #: Methods that must reproduce AR token for token.
 STRICT = ("sd", "sparrow")
 
