@@ -147,7 +147,7 @@ def eval_ci(out: str | None = None, baseline: str = "benchmarks/baselines/eval-c
                        max_new_tokens=max_new_tokens, releases=releases, progress=progress)
 
 
-def demo(out: str | None = None, limit: int = 3, max_new_tokens: int = 40, data_dir: str | None = None,
+def demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, data_dir: str | None = None,
          releases: str = "data/releases", train: bool = False, no_progress: bool = False) -> int:
     """The embedded default: SynthVid videos, every method side by side, a table and a report (CPU ok).
 

@@ -208,7 +208,7 @@ def _run_step(cmd: list[str]) -> None:
         raise VidspecError(f"--train step failed: {' '.join(cmd[3:])}")
 
 
-def run_demo(out: str | None = None, limit: int = 3, max_new_tokens: int = 40, data_dir: str | None = None,
+def run_demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, data_dir: str | None = None,
              releases: str = RELEASES_DIR, train: bool = False, progress: bool = True) -> int:
     """Run the demo; returns the exit status."""
     from vidspec.evaluation.records import CONVENTIONS
