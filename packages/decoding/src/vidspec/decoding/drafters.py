@@ -12,7 +12,7 @@ import torch
 
 from vidspec.decoding.models.base import HFVideoTarget, crop_cache
 from vidspec.decoding.types import Proposal, Request, TargetModel, TargetState, VerifyOutput
-from vidspec.decoding.verifiers.strict import target_probs
+from vidspec.decoding.verifiers.strict import draft_choice
 
 
 class NoDrafter:
@@ -81,12 +81,6 @@ class ModelDrafter:
                         if clip.timestamps else (), fps=clip.fps * len(idx) / clip.num_frames)
         return self.model.prefill(replace(request, clip=small))
 
-    def _next_dist(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None]:
-        if self.temperature <= 0:
-            return int(logits.argmax()), None
-        p = target_probs(logits[None], self.temperature, self.top_p)[0]
-        return int(torch.multinomial(p, 1, generator=self.generator)), p
-
     @torch.inference_mode()
     def propose(self, k: int) -> Proposal:
         state = self._state
@@ -99,7 +93,7 @@ class ModelDrafter:
         dists: list[torch.Tensor] = []
         out = self.model.verify(state, pending)
         for i in range(k):
-            tok, dist = self._next_dist(out.logits[-1])
+            tok, dist = draft_choice(out.logits[-1], self.temperature, self.top_p, self.generator)
             tokens.append(tok)
             if dist is not None:
                 dists.append(dist)

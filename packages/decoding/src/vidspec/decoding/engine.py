@@ -39,6 +39,20 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def clip_at_stop(new: list[int], eos: frozenset[int], emitted: int, max_new_tokens: int) -> tuple[list[int], str | None]:
+    """Cut a round's tokens at the first EOS (kept) or at the token budget.
+
+    Returns:
+        The tokens to emit and the finish reason ("eos", "length") or None to go on.
+    """
+    for i, t in enumerate(new):
+        if t in eos:
+            return new[: i + 1], "eos"
+    if emitted + len(new) >= max_new_tokens:
+        return new[: max_new_tokens - emitted], "length"
+    return new, None
+
+
 @dataclass
 class _Event:
     """One chunk of output for :meth:`SpeculativeDecoder.stream`."""
@@ -109,14 +123,7 @@ class SpeculativeDecoder:
             drafter.commit(n, decision.next_token, out)
             _sync(device)
             te = time.perf_counter()
-            new = [*proposal.tokens[:n], decision.next_token]
-            stop = None
-            for i, t in enumerate(new):
-                if t in eos:
-                    new, stop = new[: i + 1], "eos"
-                    break
-            if stop is None and emitted + len(new) >= max_new_tokens:
-                new, stop = new[: max_new_tokens - emitted], "length"
+            new, stop = clip_at_stop([*proposal.tokens[:n], decision.next_token], eos, emitted, max_new_tokens)
             kinds = decision.kinds[: len(new)]
             step = StepRecord(
                 drafted=len(proposal.tokens),

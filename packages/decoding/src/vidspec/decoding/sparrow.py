@@ -572,12 +572,9 @@ class SparrowDrafter:
         return h[-1]
 
     def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None]:
-        if self.temperature <= 0:
-            return int(logits.argmax()), None
-        from vidspec.decoding.verifiers.strict import target_probs
+        from vidspec.decoding.verifiers.strict import draft_choice
 
-        p = target_probs(logits[None], self.temperature, self.top_p)[0]
-        return int(torch.multinomial(p, 1, generator=self.generator)), p
+        return draft_choice(logits, self.temperature, self.top_p, self.generator)
 
     @torch.inference_mode()
     def propose(self, k: int) -> Proposal:

@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.fsutil import replace_dir
 
 MANIFEST_VERSION = 1
 
@@ -263,13 +264,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
         }
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         (tmp / "README.md").write_text(_card(manifest, card_text))
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

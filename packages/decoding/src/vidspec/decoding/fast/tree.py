@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vidspec.decoding.engine import clip_at_stop
 from vidspec.decoding.models.base import HFVideoTarget
 from vidspec.decoding.types import (
     Decision,
@@ -305,14 +306,7 @@ class TreeSpeculativeDecoder:
             drafter.commit(accepted, decision.next_token)
             sync()
             te = time.perf_counter()
-            new = [*accepted, decision.next_token]
-            stop = None
-            for i, t in enumerate(new):
-                if t in eos:
-                    new, stop = new[: i + 1], "eos"
-                    break
-            if stop is None and emitted + len(new) >= max_new_tokens:
-                new, stop = new[: max_new_tokens - emitted], "length"
+            new, stop = clip_at_stop([*accepted, decision.next_token], eos, emitted, max_new_tokens)
             kinds = decision.kinds[: len(new)]
             step = StepRecord(drafted=len(tree), accepted=n, emitted=len(new),
                               loose_accepted=sum(k == "loose" for k in kinds),

@@ -33,6 +33,19 @@ def sample_token(logits: torch.Tensor, temperature: float, top_p: float, generat
     return int(torch.multinomial(p, 1, generator=generator))
 
 
+def draft_choice(logits: torch.Tensor, temperature: float, top_p: float,
+                 generator: torch.Generator | None) -> tuple[int, torch.Tensor | None]:
+    """A drafter's next token from ``(V,)`` logits, and the distribution it came from.
+
+    Greedy (``temperature == 0``) returns ``(argmax, None)``; sampling returns the sampled token and
+    its ``(V,) float32`` distribution, which strict rejection sampling needs as q.
+    """
+    if temperature <= 0:
+        return int(logits.argmax()), None
+    p = target_probs(logits[None], temperature, top_p)[0]
+    return int(torch.multinomial(p, 1, generator=generator)), p
+
+
 class StrictVerifier:
     """Lossless verification.
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import uuid
@@ -39,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.fsutil import replace_dir
 from vidspec.evaluation.synthvid import grammar, questions
 from vidspec.evaluation.synthvid.render import encode_mp4, render_video
 from vidspec.evaluation.synthvid.world import PRESETS, WorldConfig, preset, sample_scene
@@ -339,13 +339,7 @@ def generate_synthvid(out_dir: str | Path, config: SynthVidConfig, progress: boo
         }
         # The manifest is written last: a folder without it is never taken for a dataset.
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
