@@ -107,3 +107,16 @@ def test_acceptance_by_position():
     rates = res.acceptance_by_position()
     assert len(rates) == 3 and rates[0] >= rates[1] >= rates[2]
     assert list(res.token_ids) == SCRIPT[:20]
+
+
+def test_needs_the_target_cannot_meet_are_refused():
+    from vidspec.decoding.errors import ConfigError
+    from vidspec.decoding.verifiers.lvspec import LVSpecVerifier
+    from vidspec.decoding.verifiers.relevance import AttentionMassScorer
+
+    with pytest.raises(ConfigError, match="attn_to_visual"):
+        SpeculativeDecoder(target(), oracle_drafter(SCRIPT), LVSpecVerifier(scorer=AttentionMassScorer()), k=2)
+    # a stub target that declares nothing is taken at its word (no check)
+    bare = target()
+    bare.provides = None
+    SpeculativeDecoder(bare, oracle_drafter(SCRIPT), LVSpecVerifier(scorer=AttentionMassScorer()), k=2)

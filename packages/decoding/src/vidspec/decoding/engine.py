@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from vidspec.decoding.drafters import NoDrafter
+from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import (
     Decision,
     Drafter,
@@ -81,6 +82,17 @@ class SpeculativeDecoder:
             raise ValueError(f"k must be >= 0, got {k}")
         self.k = 0 if isinstance(self.drafter, NoDrafter) else k
         self.method = method or ("ar" if self.k == 0 else "sd")
+        # A need the target cannot meet would otherwise surface mid-generation as a None output.
+        provides = getattr(target, "provides", None)
+        if provides is not None:
+            for role, part in (("drafter", self.drafter), ("verifier", self.verifier)):
+                missing = frozenset(part.need) - provides
+                if missing:
+                    raise ConfigError(
+                        f"{role} {part.name!r} needs target output(s) {', '.join(sorted(missing))}, which "
+                        f"{getattr(target, 'name', type(target).__name__)!r} does not compute "
+                        f"(it provides {', '.join(sorted(provides))})"
+                    )
 
     def _events(self, request: Request, max_new_tokens: int, temperature: float, top_p: float,
                 generator: torch.Generator | None, timings: dict) -> Iterator[_Event]:

@@ -64,6 +64,7 @@ class ScriptedTarget:
     """
 
     family = "scripted"
+    provides: frozenset[str] = frozenset({"last", "penult", "mid"})
 
     def __init__(self, logit_fn: LogitFn, vocab: int = 8, eos: int | None = None, hidden: int = 4):
         self.logit_fn = logit_fn

@@ -108,6 +108,9 @@ class FastTarget:
             step kernels, ``torch.compile`` mode); None picks FastLM's defaults.
     """
 
+    #: The ``need`` names :meth:`verify` honours (as the eager adapter).
+    provides: frozenset[str] = frozenset({"last", "penult", "mid"})
+
     def __init__(self, adapter: HFVideoTarget, max_len: int = 8192, graphs: bool = True, compile: bool | None = None,
                  prefill_chunk: int = 8192, fast_vision: bool = True, bucket: int = 256, max_tree: int = 64,
                  fuse: bool | None = None, kernels: bool | None = None, compile_mode: str | None = None):

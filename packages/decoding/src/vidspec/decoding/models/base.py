@@ -88,6 +88,8 @@ class HFVideoTarget:
 
     family: str = "base"
     video_token: str = ""
+    #: The ``need`` names :meth:`verify` honours (no ``attn_to_visual``: attention is not computed).
+    provides: frozenset[str] = frozenset({"last", "penult", "mid"})
 
     def __init__(self, model, tokenizer, name: str, relevance_layer: int | None = None, max_frames: int = 8):
         self.model = model
