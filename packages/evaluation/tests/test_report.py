@@ -7,6 +7,7 @@ import json
 import pytest
 
 from vidspec.decoding.cli import main
+from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import METHODS
 from vidspec.evaluation.records import SCHEMA_VERSION, JsonlLog
 from vidspec.evaluation.report import load_run, markdown_table, write_report
@@ -70,3 +71,13 @@ def test_report_cli(tmp_path, capsys):
     assert main(["report", str(tmp_path / "r"), "--no-plots", "--no-tensorboard"]) == 0
     assert "| sd (strict)" in capsys.readouterr().out
     assert main(["report", str(tmp_path / "empty")]) == 2
+
+
+def test_records_of_another_schema_are_a_user_error(tmp_path, capsys):
+    run = tmp_path / "old"
+    run.mkdir()
+    (run / "records.jsonl").write_text(json.dumps({"schema": SCHEMA_VERSION - 1, "sample_id": "a", "method": "ar"}) + "\n")
+    assert main(["report", str(run)]) == 2
+    assert "schema" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="schema"):
+        JsonlLog(run / "records.jsonl")

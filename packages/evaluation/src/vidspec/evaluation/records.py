@@ -35,6 +35,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypedDict
 
+from vidspec.decoding.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 #: Bumped when a field changes meaning; readers refuse records of another version.
@@ -191,8 +193,7 @@ class JsonlLog:
             except json.JSONDecodeError:
                 log.warning("%s: line %d is not JSON; skipped", self.path, n)
                 continue
-            if rec.get("schema") != SCHEMA_VERSION:
-                raise ValueError(f"{self.path}: line {n} has schema {rec.get('schema')}, expected {SCHEMA_VERSION}")
+            _check_schema(self.path, n, rec)
             self.records.setdefault((rec["sample_id"], rec["method"]), rec)
 
     def __contains__(self, key: object) -> bool:
@@ -224,18 +225,34 @@ class JsonlLog:
         self.close()
 
 
+def _check_schema(path: Path, n: int, rec: Any) -> None:
+    # Records of another schema version (an older vidspec's run folder) would be aggregated with
+    # other meanings or crash on a missing field, so they are refused as a user error.
+    schema = rec.get("schema") if isinstance(rec, dict) else None
+    if schema != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: line {n} has schema {schema}, expected {SCHEMA_VERSION} "
+                          "(written by another vidspec version; use a new --out)")
+
+
 def read_jsonl(path: str | Path) -> list[dict]:
-    """The complete records of a JSONL file, read-only (a partial last line is ignored)."""
+    """The complete records of a JSONL file, read-only (a partial last line is ignored).
+
+    Raises:
+        ConfigError: a record has another schema version.
+    """
     path = Path(path)
     if not path.exists():
         return []
     out = []
     seen: set[tuple[str, str]] = set()
-    for line in path.read_bytes().split(b"\n")[:-1]:  # the piece after the last newline is partial
+    for n, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):  # after the last newline: partial
+        if not line.strip():
+            continue
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
             continue
+        _check_schema(path, n, rec)
         key = (rec.get("sample_id"), rec.get("method"))
         if key not in seen:
             seen.add(key)
