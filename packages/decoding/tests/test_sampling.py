@@ -78,3 +78,29 @@ class _AcceptAll:
 
 def test_the_statistical_test_can_fail():
     assert tv(run(_AcceptAll()), exact_joint()) > 0.1
+
+
+def test_stream_and_generate_sample_the_same_tokens(tiny, clip):
+    # stream() must share the seeded RNG with a sampling drafter exactly as generate() does,
+    # else `vidspec generate` (streaming) and `--json` give different text for one --seed.
+    from vidspec.decoding.methods import build_decoder
+
+    name = "tiny-qwen2.5-vl"
+    dec = build_decoder("sd", target=tiny(name), draft=tiny(name + "-draft"), k=3, temperature=1.0)
+    req = Request("Describe the video.", clip)
+    torch.manual_seed(123)
+    text = dec.generate(req, max_new_tokens=24, temperature=1.0, seed=5).text
+    dec.drafter.generator = None  # a fresh decoder for the stream (generate() wired the shared RNG)
+    torch.manual_seed(456)
+    assert "".join(dec.stream(req, max_new_tokens=24, temperature=1.0, seed=5)) == text
+
+
+def test_sampling_arguments_are_checked():
+    import pytest
+
+    dec = SpeculativeDecoder(target(), ScriptedDrafter(None, probs_fn=q_draft), k=2)
+    for kw in ({"top_p": 0.0}, {"temperature": -1.0}, {"max_new_tokens": 0}):
+        with pytest.raises(ValueError):
+            dec.generate(Request("p"), **{"temperature": 1.0, **kw})
+        with pytest.raises(ValueError):
+            list(dec.stream(Request("p"), **{"temperature": 1.0, **kw}))

@@ -94,6 +94,24 @@ class SpeculativeDecoder:
                         f"(it provides {', '.join(sorted(provides))})"
                     )
 
+    def _generator(self, max_new_tokens: int, temperature: float, top_p: float,
+                   seed: int | None) -> torch.Generator | None:
+        """Check the sampling arguments; the request's RNG (shared with a sampling drafter), or None."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if temperature == 0:
+            return None
+        generator = torch.Generator(device="cpu")
+        generator.manual_seed(0 if seed is None else seed)
+        # One RNG for drafts and target samples, so a seed fixes the whole output.
+        if hasattr(self.drafter, "generator") and getattr(self.drafter, "temperature", 0) > 0:
+            self.drafter.generator = generator
+        return generator
+
     def _events(self, request: Request, max_new_tokens: int, temperature: float, top_p: float,
                 generator: torch.Generator | None, timings: dict) -> Iterator[_Event]:
         target, drafter, verifier = self.target, self.drafter, self.verifier
@@ -124,7 +142,7 @@ class SpeculativeDecoder:
             # A round emits at most k + 1 tokens; never draft past the token budget.
             k = min(self.k, remaining - 1)
             ts = time.perf_counter()
-            proposal = drafter.propose(k) if k > 0 else drafter.propose(0)
+            proposal = drafter.propose(k)
             _sync(device)
             tv = time.perf_counter()
             out = target.verify(state, [x_last, *proposal.tokens], need_verify)
@@ -167,14 +185,7 @@ class SpeculativeDecoder:
             top_p: nucleus mass when sampling.
             seed: seeds the sampling RNG.
         """
-        if max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
-        generator = None
-        if temperature > 0:
-            generator = torch.Generator(device="cpu")
-            generator.manual_seed(0 if seed is None else seed)
-            if hasattr(self.drafter, "generator") and getattr(self.drafter, "temperature", 0) > 0:
-                self.drafter.generator = generator
+        generator = self._generator(max_new_tokens, temperature, top_p, seed)
         timings: dict = {}
         t0 = time.perf_counter()
         tokens: list[int] = []
@@ -197,10 +208,7 @@ class SpeculativeDecoder:
     def stream(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
                seed: int | None = None) -> Iterator[str]:
         """Yield text pieces as rounds finish (decoded incrementally, so multi-byte text stays whole)."""
-        generator = None
-        if temperature > 0:
-            generator = torch.Generator(device="cpu")
-            generator.manual_seed(0 if seed is None else seed)
+        generator = self._generator(max_new_tokens, temperature, top_p, seed)
         tokens: list[int] = []
         shown = ""
         for ev in self._events(request, max_new_tokens, temperature, top_p, generator, {}):
