@@ -176,6 +176,8 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, args):
 def test_cli_refuses_foreign_out_and_unknown_dataset(tmp_path, capsys):
     (tmp_path / "f").write_text("x")
     assert vidspec_main(["data", "synthvid", "--out", str(tmp_path / "f"), "--num-videos", "1"]) == 2
+    # A file where a parent folder should be: one line, not an OSError traceback.
+    assert vidspec_main(["data", "synthvid", "--out", str(tmp_path / "f" / "sv"), "--num-videos", "1"]) == 2
     assert vidspec_main(["data", "imagenet"]) == 2
     assert vidspec_main(["data", "--help"]) == 0
 

@@ -284,9 +284,12 @@ def generate_synthvid(out_dir: str | Path, config: SynthVidConfig, progress: boo
     world = config.world()
     # Only splits that receive videos are written (a split of 0 rows would only mislead loaders).
     splits = {k: v for k, v in assign_splits(config.num_videos, config.split_shares(), config.seed).items() if v}
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+    except OSError as e:  # a file where a folder should be, no permission, read-only disk
+        raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
     try:
         for name in splits:
             (tmp / "videos" / name).mkdir(parents=True)
