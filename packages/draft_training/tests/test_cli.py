@@ -107,3 +107,6 @@ def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_data
 
     assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out)]) == 2  # no silent overwrite
     assert vidspec(["export", "--ckpt", str(tmp_path / "nope.ckpt"), "--out", str(tmp_path / "x")]) == 2
+    # --out a file, or under a file: one line, not a NotADirectoryError traceback.
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out / "README.md")]) == 2
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out / "README.md" / "x")]) == 2

@@ -232,15 +232,20 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
             ``overwrite``).
     """
     out = Path(out_dir).absolute()
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a release folder")
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise ConfigError(f"--out {out} exists and is not empty (pass --overwrite to replace it)")
     module, ckpt = load_module(ckpt_path)
     info = ckpt["vidspec"]
     ctx = ExportContext(str(ckpt_path), info.get("run_config"), dict(info.get("metrics") or {}))
     fn = exporter_for(module)
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+    except OSError as e:  # a file where a folder should be, no permission, read-only disk
+        raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
     try:
         fields = dict(fn(module, tmp, ctx) or {})
         card_text = fields.pop("card", None)
