@@ -139,3 +139,17 @@ def test_real_process_exit_code_and_debug(tmp_path):
     p = subprocess.run([*exe, "--debug", "generate", "--video", str(tmp_path / "x.mp4")], capture_output=True,
                        text=True)
     assert p.returncode != 0 and "Traceback" in p.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--method", "sd", "--temperature", "0.7", "--top-p", "0"], "top-p"),
+    (["--method", "fly", "--temperature", "0.7"], "greedy"),
+    (["--device", "cuda:99"], "cuda:99"),
+    (["--device", "tpu-ish"], "tpu-ish"),
+    (["--prompt", "What is <|video_pad|> here?"], "placeholder"),
+])
+def test_bad_options_are_one_line_errors(capfd, bikes, args, needle):
+    code, out, err = run_cli(capfd, "--video", bikes, "--max-new-tokens", "4", *args)
+    assert code == 2
+    assert needle in _one_clean_line(err)
+    assert out == ""  # refused before anything was generated

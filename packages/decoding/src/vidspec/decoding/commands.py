@@ -79,6 +79,8 @@ def generate(
         raise ConfigError(f"--max-new-tokens must be >= 1, got {max_new_tokens}")
     if temperature < 0:
         raise ConfigError(f"--temperature must be >= 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ConfigError(f"--top-p must be in (0, 1], got {top_p}")
     if not Path(video).exists():
         # Checked before loading models, so a typo costs nothing.
         from vidspec.decoding.errors import VideoError

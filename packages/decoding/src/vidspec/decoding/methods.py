@@ -89,6 +89,9 @@ def build_decoder(
     """
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    if method == "fly" and temperature > 0:
+        # Checked here, before models load, not at the first round (FLyVerifier is greedy only).
+        raise ConfigError("method fly is implemented for greedy decoding only; use temperature 0")
     tgt = target if not isinstance(target, str) else load_target(
         target, device=device, dtype=dtype, max_frames=max_frames, relevance_layer=relevance_layer)
     if method == "ar":

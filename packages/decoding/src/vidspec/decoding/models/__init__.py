@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from vidspec.decoding.errors import ModelError
+from vidspec.decoding.errors import ConfigError, ModelError
 from vidspec.decoding.models.base import HFVideoTarget, crop_cache
 from vidspec.decoding.models.llava_onevision import LlavaOnevisionTarget
 from vidspec.decoding.models.qwen2_5_vl import Qwen2_5_VLTarget
@@ -55,6 +55,17 @@ def _resolve_dtype(dtype: str | torch.dtype | None, device: str) -> torch.dtype:
         raise ModelError(f"unknown dtype {dtype!r} (use float32, bfloat16 or float16)") from None
 
 
+def _check_device(device: str) -> None:
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"unknown device {device!r} (use cpu, cuda or cuda:N)") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} requested but CUDA is not available on this machine")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(f"device {device!r} requested but this machine has {torch.cuda.device_count()} GPU(s)")
+
+
 def _adapter_for(model, tokenizer, name: str, options: dict) -> HFVideoTarget:
     model_type = model.config.model_type
     if model_type not in FAMILIES:
@@ -85,6 +96,7 @@ def load_target(
     Raises:
         ModelError: unknown name, unreadable directory, unsupported family, offline hub.
     """
+    _check_device(device)
     torch_dtype = _resolve_dtype(dtype, device)
     common = {"relevance_layer": relevance_layer}
     if name in TINY_MODELS:

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import Request, TargetState, VerifyOutput, VideoClip
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,10 @@ class HFVideoTarget:
         Returns:
             ``(L,) int64`` ids and the clip's visual inputs (None without a video).
         """
+        if self.video_token and self.video_token in request.prompt + (request.system or ""):
+            # The placeholder would tokenize to the video token id: the features would be scattered
+            # into the wrong positions (or the counts would not match) at prefill.
+            raise ConfigError(f"the prompt must not contain the video placeholder {self.video_token!r}")
         before, after = self.prompt_parts(request)
         visual = self.visual_inputs(request.clip) if request.clip is not None else None
         ids = self.tokenizer(before, add_special_tokens=False)["input_ids"]
