@@ -152,3 +152,18 @@ def test_cache_capacity_is_checked(tiny, clip):
     fast = FastTarget(tiny("tiny-llava-ov"), max_len=32)
     with pytest.raises(ValueError, match="max_len"):
         fast.prefill(Request("Describe the video.", clip))
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_sparrow_drafter_runs_on_a_fast_target(tiny, clip, name):
+    # SparrowDrafter asks its target for the prompt's position ids (M-RoPE for Qwen2.5-VL).
+    from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
+
+    t = tiny(name)
+    req = Request("Describe the video.", clip)
+    eager = SpeculativeDecoder(t, SparrowDrafter(new_sparrow_for(t)), k=3).generate(req, max_new_tokens=N)
+    fast = FastTarget(t, max_len=1024, graphs=False)
+    res = SpeculativeDecoder(fast, SparrowDrafter(new_sparrow_for(t)), FastStrictVerifier(), k=3).generate(
+        req, max_new_tokens=N)
+    assert res.token_ids == eager.token_ids
+    assert [s.accepted for s in res.steps] == [s.accepted for s in eager.steps]

@@ -156,6 +156,10 @@ class FastTarget:
     def read_video(self, path: str):
         return self.adapter.read_video(path)
 
+    def prefill_positions(self, input_ids: torch.Tensor, visual):
+        """The adapter's prompt position ids (M-RoPE for Qwen2.5-VL); a SparrowDrafter reads them."""
+        return self.adapter.prefill_positions(input_ids, visual)
+
     def decode(self, token_ids: list[int]) -> str:
         return self.adapter.decode(token_ids)
 
