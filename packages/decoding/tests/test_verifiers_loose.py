@@ -501,6 +501,11 @@ def test_attention_and_random_scorers() -> None:
         AttentionMassScorer().score(VerifyOutput(torch.zeros(3, V)), make_state(torch.ones(2, 4)))
     a, b = RandomScorer(5).score(out, make_state()), RandomScorer(5).score(out, make_state())
     assert torch.equal(a, b) and a.shape == (3,)
+    # one scorer, two requests: each restarts from the seed (order of requests does not matter)
+    r, s1 = RandomScorer(5), make_state()
+    first = r.score(out, s1)
+    assert not torch.equal(r.score(out, s1), first)  # rounds of one request differ
+    assert torch.equal(r.score(out, make_state()), first)
 
 
 def test_auc_reference_cases() -> None:

@@ -166,7 +166,9 @@ class AttentionMassScorer:
 class RandomScorer:
     """Control scorer: uniform random scores, seeded, independent of the input.
 
-    Reports of a scorer's AUC should show this control beside it (expected AUC 0.5).
+    Each request restarts from ``seed`` (the generator lives on the request's state), so a
+    request's scores do not depend on which requests ran before it (resumed evaluations equal
+    fresh ones). Reports of a scorer's AUC should show this control beside it (expected AUC 0.5).
     """
 
     name = "random"
@@ -174,11 +176,14 @@ class RandomScorer:
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
-        self._gen = torch.Generator().manual_seed(seed)
 
     def score(self, out: VerifyOutput, state: TargetState) -> torch.Tensor:
         """``(K+1,) float32`` uniform in [0, 1)."""
-        s = torch.rand(out.logits.shape[0], generator=self._gen)
+        key = f"random_scorer.{self.seed}"
+        gen = state.extra.get(key)
+        if gen is None:
+            gen = state.extra[key] = torch.Generator().manual_seed(self.seed)
+        s = torch.rand(out.logits.shape[0], generator=gen)
         return s.to(out.logits.device)
 
 
