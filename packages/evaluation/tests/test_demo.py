@@ -63,3 +63,21 @@ def test_recipe_header_commands(tmp_path):
                       "#   vidspec train fit --config r.yaml\nseed_everything: 0\n# vidspec data ignored\n")
     assert _recipe_commands(recipe, "vidspec data") == [
         ["vidspec", "data", "synthvid", "--out", "d", "--num-videos", "3"]]
+
+
+def test_demo_and_eval_ci_videos_are_not_training_scenes(tmp_path):
+    """Every training recipe and release uses --seed 0; the evaluation videos must be other scenes."""
+    from datasets import load_from_disk
+
+    from vidspec.evaluation.demo import build_validation_set
+    from vidspec.evaluation.eval_ci import CI_SEED
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    train = generate_synthvid(tmp_path / "train", SynthVidConfig(num_videos=4, seed=0, preset="easy", size="64x64",
+                                                                 split="train", mcq_per_video=0, open_per_video=0),
+                              progress=False)
+    seen = set(load_from_disk(str(train))["train"]["scene_id"])
+    for seed in (None, CI_SEED):
+        kw = {} if seed is None else {"seed": seed}
+        held = build_validation_set(tmp_path / f"held-{seed}", num_videos=4, **kw)
+        assert not seen & set(load_from_disk(str(held))["validation"]["scene_id"])
