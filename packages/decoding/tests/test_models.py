@@ -156,6 +156,8 @@ def test_load_target_rejects_non_video_llm(tmp_path):
 
 
 def test_relevance_layer_is_validated():
-    with pytest.raises(ValueError):
+    from vidspec.decoding.errors import ConfigError
+
+    with pytest.raises(ConfigError):
         load_target("tiny-llava-ov", relevance_layer=7)
     assert load_target("tiny-llava-ov").relevance_layer == 1

@@ -103,7 +103,7 @@ class HFVideoTarget:
         self.vocab_size: int = model.lm_head.out_features
         self.relevance_layer = self.num_layers // 2 if relevance_layer is None else relevance_layer
         if not 0 <= self.relevance_layer <= self.num_layers:
-            raise ValueError(f"relevance_layer {self.relevance_layer} outside 0..{self.num_layers}")
+            raise ConfigError(f"relevance_layer {self.relevance_layer} outside 0..{self.num_layers} ({name})")
         eos = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id}
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         if gen_eos is not None:
