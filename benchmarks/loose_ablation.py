@@ -1,0 +1,295 @@
+"""Loose-verification ablation on the SynthVid testbed: τ vs fidelity vs speed, side by side.
+
+One process, the release target, the release draft VLM and the release Sparrow draft, greedy,
+batch 1, CPU. For every held-out caption prompt every method decodes the same request (methods
+interleaved per sample so timing noise is shared); then every method answers the same MCQs.
+
+Methods: ar; sd (strict, lossless); lvspec at λ ∈ {0.3, 0.5, 0.7, 0.9}; lvspec-pst (λ 0.7,
+PST w 3 on the lowest 90%); lvspec-pst without protected tokens; fly (K 15); the random-relaxation
+control (loose positions drawn at random at rate λ, for the same λ grid); the LVSpec variants again
+with the linear probe saved by ``benchmarks/relevance_auc.py`` as the relevance scorer; sparrow
+(strict) and sparrow-lvspec-pst (cosine and probe).
+
+Per method (ALGORITHMS.md section 5 conventions): τ (tokens per target pass, bonus included,
+AR = 1.0), acceptance per draft position, fact-judge precision / recall / F1 (micro over claims and
+facts) and retention = precision / AR precision on the same samples, share of outputs
+token-identical to AR, MCQ accuracy (ar and each method on the same questions), decode speedup
+(DSR: sum of AR decode seconds / sum of the method's; prefill excluded; one warm-up request per
+method excluded) and ESR (wall clock incl. prefill), and the relevance share: seconds inside the
+relevance scorer's ``score`` (timed separately) / decode seconds.
+
+Usage::
+
+    .venv/bin/python benchmarks/relevance_auc.py      # writes the probe this script reads
+    .venv/bin/python benchmarks/loose_ablation.py     # ~5 min on 2 CPU cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from relevance_auc import machine_info  # noqa: E402
+
+LAMS = (0.3, 0.5, 0.7, 0.9)
+
+
+class TimedScorer:
+    """Wraps a relevance scorer and accumulates the seconds spent in ``score``."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.need = inner.need
+        self.seconds = 0.0
+        self.calls = 0
+
+    def score(self, out, state):
+        t = time.perf_counter()
+        s = self.inner.score(out, state)
+        self.seconds += time.perf_counter() - t
+        self.calls += 1
+        return s
+
+
+def interp(x: float, xs: list[float], ys: list[float]) -> float | None:
+    """Linear interpolation of y at x on a curve sorted by xs (None outside its range)."""
+    pts = sorted(zip(xs, ys))
+    for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
+        if x0 <= x <= x1:
+            return y0 if x1 == x0 else y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return None
+
+
+def main() -> None:
+    from datasets import load_from_disk
+    from safetensors import safe_open
+
+    from vidspec.decoding.drafters import ModelDrafter
+    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.types import Request
+    from vidspec.decoding.verifiers.registry import build_verifier
+    from vidspec.evaluation.synthvid.judge import judge_caption
+    from vidspec.evaluation.synthvid.mcq import extract_choice
+    from vidspec.evaluation.synthvid.questions import mcq_prompt
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="data/cache/synthvid-heldout")
+    ap.add_argument("--target", default="data/releases/synthvid-target")
+    ap.add_argument("--draft", default="data/releases/synthvid-draft")
+    ap.add_argument("--sparrow", default="data/releases/sparrow-synthvid")
+    ap.add_argument("--probe", default="benchmarks/results/relevance_probe.safetensors")
+    ap.add_argument("--split", default="validation")
+    ap.add_argument("--style", default="alpha", help="caption rows of this style (the target's); one per video")
+    ap.add_argument("--limit", type=int, default=30, help="caption prompts")
+    ap.add_argument("--mcq-limit", type=int, default=30)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--mcq-new-tokens", type=int, default=8)
+    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--out", default="benchmarks/results/loose_ablation.json")
+    args = ap.parse_args()
+    t_start = time.perf_counter()
+    data = Path(args.data)
+
+    target = load_target(args.target, device="cpu")  # relevance layer: the middle one (cosine)
+    draft = load_target(args.draft, device="cpu")
+    tok = target.tokenizer
+    probe_meta = {}
+    target_p = None
+    if args.probe and Path(args.probe).is_file():
+        with safe_open(args.probe, framework="pt") as f:
+            probe_meta = dict(f.metadata() or {})
+        layer = int(probe_meta.get("layer", target.relevance_layer))
+        target_p = target if layer == target.relevance_layer else load_target(
+            args.target, device="cpu", relevance_layer=layer)
+    else:
+        print(f"no probe at {args.probe}: run benchmarks/relevance_auc.py first; probe variants skipped")
+
+    decs: dict[str, SpeculativeDecoder] = {}
+    decs["ar"] = build_decoder("ar", target=target)
+    decs["sd"] = build_decoder("sd", target=target, draft=draft, k=args.k)
+    for lam in LAMS:
+        decs[f"lvspec λ={lam}"] = build_decoder("lvspec", target=target, draft=draft, k=args.k, loose={"lam": lam})
+    decs["lvspec-pst λ=0.7"] = build_decoder("lvspec-pst", target=target, draft=draft, k=args.k, loose={"lam": 0.7})
+    decs["lvspec-pst λ=0.7 no-protect"] = build_decoder("lvspec-pst", target=target, draft=draft, k=args.k,
+                                                        loose={"lam": 0.7, "protect": False})
+    decs["fly"] = build_decoder("fly", target=target, draft=draft)
+    for lam in LAMS:
+        v = build_verifier("random", rate=lam, tokenizer=tok)
+        decs[f"random rate={lam}"] = SpeculativeDecoder(target, ModelDrafter(draft), v, k=args.k, method="random")
+    if target_p is not None:
+        popt = {"scorer": "probe", "probe_path": args.probe, "score_row": probe_meta.get("score_row", "token")}
+        for lam in LAMS:
+            decs[f"lvspec[probe] λ={lam}"] = build_decoder("lvspec", target=target_p, draft=draft, k=args.k,
+                                                         loose={"lam": lam, **popt})
+        decs["lvspec-pst[probe] λ=0.7"] = build_decoder("lvspec-pst", target=target_p, draft=draft, k=args.k,
+                                                      loose={"lam": 0.7, **popt})
+        decs["lvspec-pst[probe] λ=0.7 no-protect"] = build_decoder(
+            "lvspec-pst", target=target_p, draft=draft, k=args.k, loose={"lam": 0.7, "protect": False, **popt})
+    decs["sparrow"] = build_decoder("sparrow", target=target, draft=args.sparrow, k=args.k)
+    decs["sparrow-lvspec-pst λ=0.7"] = build_decoder("sparrow-lvspec-pst", target=target, draft=args.sparrow,
+                                                     k=args.k, loose={"lam": 0.7})
+    if target_p is not None:
+        decs["sparrow-lvspec-pst[probe] λ=0.7"] = build_decoder(
+            "sparrow-lvspec-pst", target=target_p, draft=args.sparrow, k=args.k, loose={"lam": 0.7, **popt})
+    timers: dict[str, TimedScorer] = {}
+    for name, d in decs.items():
+        if hasattr(d.verifier, "scorer"):
+            d.verifier.scorer = timers[name] = TimedScorer(d.verifier.scorer)
+
+    rows, seen = [], set()
+    for r in load_from_disk(str(data))[args.split]:
+        if r["style"] == args.style and r["video"] not in seen:
+            seen.add(r["video"])
+            rows.append(r)
+        if len(rows) >= args.limit:
+            break
+    mcqs = load_from_disk(str(data / "mcq"))[args.split]
+    mcqs = mcqs.select(range(min(args.mcq_limit, len(mcqs))))
+
+    # warm-up: one request per method, excluded from every figure
+    warm = Request(prompt=rows[0]["question"], clip=target.read_video(str(data / rows[0]["video"])))
+    for d in decs.values():
+        d.generate(warm, max_new_tokens=16)
+    for t in timers.values():
+        t.seconds, t.calls = 0.0, 0
+
+    acc = {n: {"emitted": 0, "passes": 0, "claims": 0, "true": 0, "found": 0, "facts": 0, "identical": 0,
+               "decode_s": 0.0, "wall_s": 0.0, "loose": 0, "shift": 0, "tokens": 0, "pos": [0] * 16,
+               "pos_n": [0] * 16, "mcq": 0} for n in decs}
+    examples = []
+    for i, r in enumerate(rows):
+        req = Request(prompt=r["question"], clip=target.read_video(str(data / r["video"])))
+        facts = json.loads(r["facts"])
+        ar_ids = None
+        ex = {"reference": r["answer"]}
+        for name, d in decs.items():
+            res = d.generate(req, max_new_tokens=args.max_new_tokens)
+            a = acc[name]
+            if name == "ar":
+                ar_ids = res.token_ids
+            a["identical"] += int(res.token_ids == ar_ids)
+            a["emitted"] += sum(s.emitted for s in res.steps)
+            a["passes"] += len(res.steps)
+            a["decode_s"] += res.timings.decode_s
+            a["wall_s"] += res.timings.wall_s
+            a["loose"] += res.loose_accepted
+            a["shift"] += res.shift_accepted
+            a["tokens"] += res.num_new_tokens
+            for s in res.steps:
+                for p in range(min(s.drafted, 16)):
+                    a["pos_n"][p] += 1
+                    a["pos"][p] += int(s.accepted > p)
+            j = judge_caption(res.text, facts)
+            a["claims"] += len(j.claims)
+            a["true"] += sum(c.true for c in j.claims)
+            a["found"] += sum(j.facts_found.values())
+            a["facts"] += sum(j.facts_total.values())
+            if i < 3 and name in ("ar", "lvspec-pst λ=0.7", "fly", "random rate=0.7", "lvspec-pst[probe] λ=0.7"):
+                ex[name] = res.text
+        if i < 3:
+            examples.append(ex)
+    t_captions = time.perf_counter() - t_start
+
+    mcq_ar_answers = []
+    for q in mcqs:
+        req = Request(prompt=mcq_prompt(q["question"], q["options"]), clip=target.read_video(str(data / q["video"])))
+        for name, d in decs.items():
+            text = d.generate(req, max_new_tokens=args.mcq_new_tokens).text
+            acc[name]["mcq"] += int(extract_choice(text, options=q["options"]) == q["answer"])
+            if name == "ar" and len(mcq_ar_answers) < 3:
+                mcq_ar_answers.append(text)
+
+    ar = acc["ar"]
+    ar_prec = ar["true"] / ar["claims"] if ar["claims"] else None
+    results = {}
+    for name, a in acc.items():
+        prec = a["true"] / a["claims"] if a["claims"] else None
+        rec = a["found"] / a["facts"] if a["facts"] else None
+        f1 = 2 * prec * rec / (prec + rec) if prec and rec else 0.0
+        t = timers.get(name)
+        results[name] = {
+            "tau": a["emitted"] / a["passes"] if a["passes"] else None,
+            "acceptance_by_position": [round(a["pos"][p] / a["pos_n"][p], 4) for p in range(16) if a["pos_n"][p]],
+            "precision": prec, "recall": rec, "f1": f1,
+            "retention_precision": prec / ar_prec if prec is not None and ar_prec else None,
+            "claims": a["claims"], "identical_to_ar": a["identical"] / len(rows),
+            "loose_accepted_share": a["loose"] / a["tokens"], "shift_accepted_share": a["shift"] / a["tokens"],
+            "mcq_accuracy": a["mcq"] / len(mcqs),
+            "dsr": ar["decode_s"] / a["decode_s"] if a["decode_s"] else None,
+            "esr": ar["wall_s"] / a["wall_s"] if a["wall_s"] else None,
+            "decode_s": a["decode_s"],
+            "relevance_s": t.seconds if t else 0.0,
+            "relevance_share_of_decode": (t.seconds / a["decode_s"]) if t and a["decode_s"] else None,
+            "relevance_calls": t.calls if t else 0,
+        }
+
+    # ---- targets ----
+    sd_tau = results["sd"]["tau"]
+    checks = {}
+    for key in ("lvspec-pst λ=0.7", "lvspec-pst[probe] λ=0.7"):
+        if key in results:
+            r_ = results[key]
+            checks[f"{key}: precision >= 99.5% of AR"] = {
+                "value": r_["retention_precision"], "met": (r_["retention_precision"] or 0) >= 0.995}
+            checks[f"{key}: tau >= 2x strict sd"] = {"value": r_["tau"] / sd_tau, "met": r_["tau"] >= 2 * sd_tau}
+    for scorer_tag in ("", "[probe]"):
+        names = ["sd"] + [f"lvspec{scorer_tag} λ={lam}" for lam in LAMS]
+        if not all(n in results for n in names):
+            continue
+        xs = [results[n]["tau"] for n in names]
+        ys = [results[n]["precision"] for n in names]
+        for other in ["fly"] + [f"random rate={lam}" for lam in LAMS]:
+            o = results[other]
+            lv = interp(o["tau"], xs, ys)
+            checks[f"lvspec{scorer_tag} precision at {other}'s tau ({o['tau']:.2f}) > {other}'s"] = {
+                "lvspec_precision_interp": lv, "other_precision": o["precision"],
+                "met": None if lv is None else lv > o["precision"],
+                "note": None if lv is not None else "tau outside lvspec's tau range: no equal-tau point"}
+    shares = {n: r_["relevance_share_of_decode"] for n, r_ in results.items() if r_["relevance_share_of_decode"]}
+    checks["relevance cost < 1% of decode time (every LVSpec method)"] = {
+        "max_share": max(shares.values()) if shares else None,
+        "met": bool(shares) and max(shares.values()) < 0.01}
+
+    report = {
+        "benchmark": "loose_ablation",
+        "command": "python benchmarks/loose_ablation.py " + " ".join(
+            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
+        "machine": machine_info(),
+        "data": str(data), "split": args.split, "style": args.style, "captions": len(rows), "mcqs": len(mcqs),
+        "k": args.k, "max_new_tokens": args.max_new_tokens, "greedy": True, "batch": 1,
+        "probe": {"path": args.probe, **probe_meta} if target_p is not None else None,
+        "conventions": "tau incl. bonus (AR=1); DSR = AR decode s / method decode s (prefill excluded); ESR = wall "
+                       "incl. prefill; retention = precision / AR precision on the same samples; relevance share = "
+                       "seconds in scorer.score / decode seconds",
+        "methods": results, "targets": checks, "examples": examples, "mcq_ar_examples": mcq_ar_answers,
+        "seconds": {"captions": t_captions, "total": time.perf_counter() - t_start},
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+
+    print(f"{len(rows)} captions, {len(mcqs)} MCQs, K={args.k}, greedy, CPU {machine_info()['cpu_count']} cores")
+    hdr = (f"{'method':36s} {'tau':>5s} {'prec':>6s} {'rec':>6s} {'F1':>6s} {'retain':>6s} {'ident':>5s} "
+           f"{'loose%':>6s} {'shift%':>6s} {'MCQ':>5s} {'DSR':>5s} {'ESR':>5s} {'rel%':>6s}")
+    print(hdr)
+    for name, r_ in results.items():
+        rel = f"{100 * r_['relevance_share_of_decode']:.2f}" if r_["relevance_share_of_decode"] else "-"
+        print(f"{name:36s} {r_['tau']:5.2f} {r_['precision'] or 0:6.3f} {r_['recall'] or 0:6.3f} {r_['f1']:6.3f} "
+              f"{r_['retention_precision'] or 0:6.3f} {r_['identical_to_ar']:5.2f} "
+              f"{100 * r_['loose_accepted_share']:6.1f} {100 * r_['shift_accepted_share']:6.1f} "
+              f"{r_['mcq_accuracy']:5.2f} {r_['dsr'] or 0:5.2f} {r_['esr'] or 0:5.2f} {rel:>6s}")
+    print("targets:")
+    for k_, v in checks.items():
+        print(f"  [{'MET' if v['met'] else ('n/a' if v['met'] is None else 'MISSED')}] {k_}: "
+              + ", ".join(f"{a}={b:.4f}" if isinstance(b, float) else f"{a}={b}" for a, b in v.items() if a != "met"))
+    print(f"wrote {args.out} in {report['seconds']['total']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
