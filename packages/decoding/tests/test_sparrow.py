@@ -198,3 +198,28 @@ def test_cli_sparrow_needs_a_release(tmp_path, capfd):
     write_test_video(video, make_moving_square_frames(8, 56, 84), fps=4)
     assert main(["generate", "--method", "sparrow", "--video", str(video)]) == 2
     assert "--sparrow" in capfd.readouterr().err
+
+
+def test_damaged_release_is_a_model_error(tiny, tmp_path):
+    from vidspec.decoding.sparrow import CONFIG_FILE, WEIGHTS_FILE
+
+    t = tiny("tiny-qwen2.5-vl")
+    rel = new_sparrow_for(t).save_pretrained(tmp_path / "rel")
+    cfg = json.loads((rel / CONFIG_FILE).read_text())
+    # an invalid config value
+    (rel / CONFIG_FILE).write_text(json.dumps({**cfg, "position_mode": "sideways"}))
+    with pytest.raises(ModelError, match="position_mode"):
+        SparrowDraftModel.from_pretrained(rel)
+    # weights of another width
+    (rel / CONFIG_FILE).write_text(json.dumps(cfg))
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(rel / WEIGHTS_FILE))
+    name = next(iter(weights))
+    save_file({**weights, name: torch.zeros(*[s + 1 for s in weights[name].shape])}, str(rel / WEIGHTS_FILE))
+    with pytest.raises(ModelError, match="do not match"):
+        SparrowDraftModel.from_pretrained(rel)
+    # a truncated weights file
+    (rel / WEIGHTS_FILE).write_bytes(b"\x00\x01")
+    with pytest.raises(ModelError, match="cannot read"):
+        SparrowDraftModel.from_pretrained(rel)

@@ -178,7 +178,10 @@ class SparrowConfig:
         if d.get("format_version", 0) > FORMAT_VERSION:
             raise ModelError(f"Sparrow release format {d['format_version']} is newer than this vidspec ({FORMAT_VERSION})")
         fields = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in fields})
+        try:
+            return cls(**{k: v for k, v in d.items() if k in fields})
+        except (TypeError, ValueError) as e:  # a missing field or an invalid value
+            raise ModelError(f"invalid Sparrow draft config: {e}") from None
 
 
 @dataclass
@@ -352,8 +355,15 @@ class SparrowDraftModel(nn.Module):
         if overrides:
             config = SparrowConfig(**{**asdict(config), **overrides})
         model = cls(config)
-        state = load_file(str(p / WEIGHTS_FILE))
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        try:
+            state = load_file(str(p / WEIGHTS_FILE))
+        except Exception as e:  # safetensors raises its own SafetensorError (or OSError) for a bad file
+            raise ModelError(f"{path}: cannot read {WEIGHTS_FILE} ({e})") from None
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError as e:  # shape mismatches
+            first = str(e).strip().splitlines()[-1].strip()
+            raise ModelError(f"{path}: weights do not match the config ({first})") from None
         missing = [k for k in missing if not k.startswith("rotary.")]
         if missing or unexpected:
             raise ModelError(f"{path}: weights do not match the config (missing {missing[:3]}, unexpected "
