@@ -162,3 +162,9 @@ def test_gpt_judge_phase_is_resumable_and_never_scores_unparsable(run, synthvid,
     summary = runner_mod.write_summary(runner_mod.Path(cfg.out), cfg, "synthvid_captions")
     assert sum(m["judge_unparsable"] for m in summary["methods"].values()) == len(bad)
     assert {m["judge_score"] for m in summary["methods"].values()} <= {4.0, None}
+
+
+def test_out_that_is_a_file_is_a_user_error(tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(ConfigError, match="--out"):
+        run_eval(EvalConfig(benchmark="synthvid_captions", out=str(tmp_path / "f"), methods="ar", progress=False))

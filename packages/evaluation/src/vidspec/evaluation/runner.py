@@ -395,7 +395,10 @@ def run_eval(config: EvalConfig, models: EvalModels | None = None, samples: list
         The summary, also written to ``OUT/summary.json``.
     """
     out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # --out names a file, or a folder that cannot be created
+        raise ConfigError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
     lock = _lock(out)
     try:
         return _run(config, out, models, samples)
