@@ -56,3 +56,11 @@ def test_compare_rules():
     assert checks["fly"].problems == ["method no longer runs"]
     worse = compare({"lvspec": _m(tau=2.6, identical=0.0, retention=0.8)}, base, th)[0]
     assert len(worse.problems) == 2
+
+
+def test_unreadable_baseline_fails_before_evaluating(tmp_path, monkeypatch):
+    bad = tmp_path / "baseline.json"
+    bad.write_text("{not json")
+    monkeypatch.setattr(runner_mod, "run_eval", lambda *a, **k: pytest.fail("evaluated with a bad baseline"))
+    with pytest.raises(ConfigError, match="baseline"):
+        run_eval_ci(out=str(tmp_path / "ci"), baseline=str(bad), limit=1, releases=str(tmp_path / "none"))

@@ -138,7 +138,10 @@ def load_baseline(path: Path) -> dict[str, Any]:
     """The baseline file, or an empty one."""
     if not path.exists():
         return {"schema": 1, "thresholds": {}, "setups": {}, "history": []}
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read the eval-ci baseline ({e})") from None
     if not isinstance(data, dict) or "setups" not in data:
         raise ConfigError(f"{path}: not an eval-ci baseline (no 'setups')")
     return data
@@ -153,6 +156,8 @@ def run_eval_ci(out: str | None = None, baseline: str = DEFAULT_BASELINE, update
 
     if update_baseline and not (reason and reason.strip()):
         raise ConfigError("--update-baseline needs --reason \"why the figures change\" (it is recorded)")
+    path = Path(baseline)
+    data_b = load_baseline(path)  # before the evaluation: a bad baseline file fails at once
     t0 = time.perf_counter()
     out_dir = Path(out) if out else Path(tempfile.mkdtemp(prefix="vidspec-eval-ci-"))
     choice = discover_models(releases)
@@ -168,8 +173,6 @@ def run_eval_ci(out: str | None = None, baseline: str = DEFAULT_BASELINE, update
     models = choice.describe()
     eval_params = {"benchmark": cfg.benchmark, "videos": limit, "seed": CI_SEED, "max_new_tokens": max_new_tokens}
 
-    path = Path(baseline)
-    data_b = load_baseline(path)
     th = Thresholds(**data_b.get("thresholds", {}))
     key = setup_key(models)
     entry = data_b["setups"].get(key)
