@@ -161,3 +161,15 @@ def test_relevance_layer_is_validated():
     with pytest.raises(ConfigError):
         load_target("tiny-llava-ov", relevance_layer=7)
     assert load_target("tiny-llava-ov").relevance_layer == 1
+
+
+def test_damaged_model_directory_is_a_model_error(tiny, tmp_path):
+    t = tiny("tiny-llava-ov")
+    t.model.save_pretrained(tmp_path)  # weights + config, no tokenizer files
+    with pytest.raises(ModelError, match="cannot load model"):
+        load_target(str(tmp_path))
+    t.tokenizer.save_pretrained(tmp_path)
+    weights = next(tmp_path.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:200])  # truncated download
+    with pytest.raises(ModelError, match="cannot load model"):
+        load_target(str(tmp_path))

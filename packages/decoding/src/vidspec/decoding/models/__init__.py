@@ -134,12 +134,15 @@ def load_target(
     if config.model_type not in FAMILIES:
         raise ModelError(f"{name}: model type {config.model_type!r} is not a supported Video-LLM (supported: {', '.join(FAMILIES)})")
     import transformers
+    from safetensors import SafetensorError
 
     hf_cls = getattr(transformers, FAMILIES[config.model_type][1])
     try:
         model = hf_cls.from_pretrained(source, dtype=torch_dtype)
         tokenizer = AutoTokenizer.from_pretrained(source)
-    except OSError as e:
+    # OSError: missing files / offline hub; SafetensorError: a truncated or corrupt weights file;
+    # ValueError: no usable tokenizer files; RuntimeError: weights of other shapes than the config.
+    except (OSError, SafetensorError, ValueError, RuntimeError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load model {name!r}: {first}") from None
     model = model.to(device).eval()
