@@ -32,7 +32,7 @@ import re
 import shutil
 import uuid
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -363,7 +363,3 @@ def load_synthvid(path: str | Path, task: str = "captions"):
         raise ConfigError(f"unknown SynthVid task {task!r}; choose captions, mcq or openqa")
     return load_from_disk(str(Path(path) if task == "captions" else Path(path) / task))
 
-
-def with_overrides(config: SynthVidConfig, **changes) -> SynthVidConfig:
-    """``config`` with some fields replaced (validated again)."""
-    return replace(config, **changes)
