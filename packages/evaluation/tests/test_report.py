@@ -81,3 +81,12 @@ def test_records_of_another_schema_are_a_user_error(tmp_path, capsys):
     assert "schema" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="schema"):
         JsonlLog(run / "records.jsonl")
+
+
+def test_two_runs_of_one_benchmark_keep_their_own_plots(tmp_path):
+    _write_run(tmp_path / "a", "synthvid_mcq")
+    _write_run(tmp_path / "b", "synthvid_mcq", methods=("ar", "sd"))
+    text = write_report(tmp_path, tensorboard=False).read_text()
+    for run in ("a", "b"):
+        png = tmp_path / "plots" / f"synthvid_mcq-{run}-pareto.png"
+        assert png.is_file() and f"plots/synthvid_mcq-{run}-pareto.png" in text

@@ -109,8 +109,14 @@ def _run_header(run: RunData) -> str:
     return "\n".join(parts)
 
 
-def plot_run(run: RunData, plots: Path) -> list[Path]:
-    """Pareto (speedup vs fidelity), τ distribution and acceptance-by-position PNGs of one run."""
+def plot_run(run: RunData, plots: Path, name: str | None = None) -> list[Path]:
+    """Pareto (speedup vs fidelity), τ distribution and acceptance-by-position PNGs of one run.
+
+    Args:
+        run: the run.
+        plots: folder to write ``<name>-{pareto,tau,acceptance}.png`` into.
+        name: file name prefix and title (default: the run's benchmark).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -119,7 +125,7 @@ def plot_run(run: RunData, plots: Path) -> list[Path]:
     plots.mkdir(parents=True, exist_ok=True)
     written = []
     methods = run.methods
-    name = run.benchmark
+    name = name or run.benchmark
 
     # Pareto view: retention when the run has scores, else the share of token-identical outputs.
     use_ret = any(s["retention"] is not None for s in methods.values())
@@ -169,22 +175,30 @@ def plot_run(run: RunData, plots: Path) -> list[Path]:
     return written
 
 
+def run_labels(runs: list[RunData]) -> list[str]:
+    """A distinct name per run: its benchmark, plus its folder name where two runs share a benchmark."""
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.benchmark] = counts.get(r.benchmark, 0) + 1
+    return [r.benchmark if counts[r.benchmark] == 1 else f"{r.benchmark}-{r.path.name}" for r in runs]
+
+
 def write_tensorboard(runs: list[RunData], tb: Path) -> None:
     """Per-method aggregates (step 0) and per-sample τ/DSR (step = sample index) as scalars."""
     from torch.utils.tensorboard import SummaryWriter
 
     writer = SummaryWriter(log_dir=str(tb))
     try:
-        for run in runs:
+        for run, label in zip(runs, run_labels(runs)):
             for m, s in run.methods.items():
                 for key in ("tau", "dsr", "esr", "tokens_per_s", "retention", "accuracy", "token_identical_share"):
                     if s[key] is not None:
-                        writer.add_scalar(f"{run.benchmark}/{key}/{m}", float(s[key]), 0)
+                        writer.add_scalar(f"{label}/{key}/{m}", float(s[key]), 0)
                 recs = [r for r in run.records if r["method"] == m]
                 for i, r in enumerate(recs):
-                    writer.add_scalar(f"{run.benchmark}/sample_tau/{m}", r["tau"], i)
+                    writer.add_scalar(f"{label}/sample_tau/{m}", r["tau"], i)
                     if r["dsr"] is not None:
-                        writer.add_scalar(f"{run.benchmark}/sample_dsr/{m}", r["dsr"], i)
+                        writer.add_scalar(f"{label}/sample_dsr/{m}", r["dsr"], i)
     finally:
         writer.close()
 
@@ -220,8 +234,9 @@ def write_report(path: str | Path, plots: bool = True, tensorboard: bool = True)
         raise ConfigError(f"{base}: no evaluation results (records.jsonl) found there or in its subfolders")
     plot_paths: dict[str, list[Path]] = {}
     if plots:
-        for run in runs:
-            plot_paths[str(run.path)] = plot_run(run, base / "plots")
+        # Two runs of one benchmark (e.g. two targets) must not overwrite each other's plots.
+        for run, label in zip(runs, run_labels(runs)):
+            plot_paths[str(run.path)] = plot_run(run, base / "plots", label)
     if tensorboard:
         write_tensorboard(runs, base / "tb")
     md = base / "report.md"
