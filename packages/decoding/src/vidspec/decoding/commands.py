@@ -81,6 +81,8 @@ def generate(
         raise ConfigError(f"--temperature must be >= 0, got {temperature}")
     if not 0 < top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1], got {top_p}")
+    if max_frames is not None and max_frames < 1:  # 0 would silently mean "the model's default"
+        raise ConfigError(f"--max-frames must be >= 1, got {max_frames}")
     if not Path(video).exists():
         # Checked before loading models, so a typo costs nothing.
         from vidspec.decoding.errors import VideoError
