@@ -155,3 +155,16 @@ def test_bad_options_are_one_line_errors(capfd, bikes, args, needle):
     assert code == 2
     assert needle in _one_clean_line(err)
     assert out == ""  # refused before anything was generated
+
+
+def test_closed_stdout_pipe_is_quiet(bikes):
+    """`vidspec generate ... | head -c 1`: no BrokenPipeError traceback when the reader goes away."""
+    exe = [sys.executable, "-m", "vidspec.decoding.cli"]
+    p = subprocess.Popen([*exe, "generate", "--video", bikes, "--max-new-tokens", "300"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.read(1)
+    p.stdout.close()
+    err = p.stderr.read()
+    p.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipe" not in err
