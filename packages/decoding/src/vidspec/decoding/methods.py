@@ -63,7 +63,9 @@ def build_verifier_for(method: str, target, loose: dict[str, Any] | None):
         opts.pop("pst_window", None)
         opts.pop("pst_lam", None)
     elif opts.get("pst_lam") is None:
-        opts["pst_lam"] = max(opts.get("lam", 0.7) or 0.0, DEFAULT_PST_LAM)
+        lam = 0.7 if opts.get("lam") is None else opts["lam"]
+        # λ = 0 means strict verification, PST included; otherwise PST reaches up to the 90% band.
+        opts["pst_lam"] = 0.0 if lam == 0 else max(lam, DEFAULT_PST_LAM)
     return build_verifier(method, tokenizer=target.tokenizer, **opts)
 
 

@@ -6,7 +6,7 @@ verifier). Tensor shapes and dtypes are written as ``(K+1, V) float32``.
 The round of speculative decoding (ALGORITHMS.md section 1), in these terms::
 
     state = target.prefill(request)                  # cache holds the prompt; first token emitted
-    drafter.begin(state)
+    drafter.begin(target, state, first_token)
     while not done:
         proposal = drafter.propose(k)                # d_1..d_K
         out = target.verify(state, [x_last, *d], need)   # p_0..p_K, hidden states
