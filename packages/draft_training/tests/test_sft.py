@@ -72,11 +72,15 @@ def test_lr_schedule():
 
 
 def test_nonfinite_batch_is_skipped(tiny_dataset):
-    """A NaN loss returns None (Lightning skips the update) instead of poisoning the weights."""
+    """A NaN loss becomes a zero loss over every parameter (zero gradients, DDP stays in sync)."""
     torch.manual_seed(0)
     m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["llava-ov"]), max_frames=4)
     batch = _batch(tiny_dataset, m, n=2)
     m.log = lambda *a, **k: None  # no trainer attached
     assert m.training_step(batch, 0) is not None
     m.loss = lambda b: (torch.tensor(float("nan")), 3)
-    assert m.training_step(batch, 1) is None and m._skipped_nonfinite == 1
+    out = m.training_step(batch, 1)
+    assert out.item() == 0.0 and m._skipped_nonfinite == 1
+    out.backward()
+    grads = [p.grad for p in m.parameters() if p.requires_grad]
+    assert all(g is not None and torch.count_nonzero(g) == 0 for g in grads)

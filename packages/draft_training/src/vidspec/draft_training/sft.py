@@ -200,15 +200,17 @@ class VLMSFTModule(L.LightningModule):
             return logits.sum() * 0.0, 0
         return F.cross_entropy(logits.float(), target[sel]), n
 
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor | None:
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> torch.Tensor:
         loss, n = self.loss(batch)
         bs = batch["input_ids"].shape[0]
         if not torch.isfinite(loss):
             # One non-finite batch (seen once in bf16 on the H200 at step 777 of a 1-layer draft)
-            # must not poison the weights: skip its update, count it, keep training.
+            # must not poison the weights. Returning None would skip the step on this rank only and
+            # hang DDP's gradient all-reduce on the others, so return a zero loss that still touches
+            # every trainable parameter: this rank contributes zero gradients, the step stays in sync.
             self._skipped_nonfinite += 1
             self.log("train/skipped_nonfinite", float(self._skipped_nonfinite), on_step=True, batch_size=bs)
-            return None
+            return sum(p.sum() for p in self.parameters() if p.requires_grad) * 0.0
         self.log("train/loss", loss, on_step=True, prog_bar=True, batch_size=bs)
         self.log("train/answer_tokens", float(n), on_step=True, batch_size=bs)
         opt = self.optimizers(use_pl_optimizer=False) if self._trainer is not None else None
