@@ -95,6 +95,13 @@ def _disable_loaded_progress_bars() -> None:
         sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
+def one_line(msg: object, default: str = "invalid arguments", limit: int = 600) -> str:
+    """Fold a (possibly multi-line) parser or library message into the one line the CLI prints."""
+    lines = [ln.strip(" -") for ln in str(msg).strip().splitlines() if ln.strip(" -")]
+    text = "; ".join(lines) if lines else default
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def normalize_flags(argv: list[str]) -> list[str]:
     """Accept ``--max-new-tokens`` as well as ``--max_new_tokens`` (jsonargparse uses the latter).
 

@@ -32,6 +32,7 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
+from vidspec.decoding.cli import one_line
 from vidspec.decoding.errors import ConfigError, VidspecError
 from vidspec.draft_training.callbacks import FailAtStep, StepMetrics
 from vidspec.draft_training.data import VideoTextDataModule
@@ -76,12 +77,6 @@ class VidspecTrainCLI(LightningCLI):
             self.model.vidspec_run_config = run
 
 
-def _one_line(msg: str) -> str:
-    lines = [ln.strip(" -") for ln in str(msg).strip().splitlines() if ln.strip(" -")]
-    text = " ".join(lines) if lines else "invalid configuration"
-    return text if len(text) < 600 else text[:597] + "..."
-
-
 def _user_error(e: BaseException) -> VidspecError | None:
     """The VidspecError behind ``e`` (raised in a recipe's class constructor), if any."""
     seen = set()
@@ -119,11 +114,11 @@ def run_cli(argv: list[str], run: bool = True, cli_class: type[VidspecTrainCLI] 
             return cli_class(**kwargs)
     except ArgumentError as e:
         if (user := _user_error(e)) is not None:
-            raise ConfigError(_one_line(str(user))) from None
-        raise ConfigError(f"invalid recipe: {_one_line(str(e))}") from None
+            raise ConfigError(one_line(user, "invalid configuration")) from None
+        raise ConfigError(f"invalid recipe: {one_line(e, 'invalid configuration')}") from None
     except (TypeError, ValueError) as e:
         if (user := _user_error(e)) is not None:
-            raise ConfigError(_one_line(str(user))) from None
+            raise ConfigError(one_line(user, "invalid configuration")) from None
         raise
 
 
@@ -192,7 +187,7 @@ def export_main(argv: list[str]) -> int:
     try:
         cfg = parser.parse_args(normalize_flags(list(argv)))
     except ArgumentError as e:
-        raise ConfigError(_one_line(str(e))) from None
+        raise ConfigError(one_line(e, "invalid configuration")) from None
     return export(cfg.ckpt, cfg.out, cfg.overwrite)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vidspec.decoding.cli import normalize_flags
+from vidspec.decoding.cli import normalize_flags, one_line
 from vidspec.decoding.errors import ConfigError, VidspecError
 from vidspec.decoding.methods import METHODS
 from vidspec.evaluation.eval_ci import CI_MAX_NEW_TOKENS, CI_VIDEOS
@@ -166,11 +166,6 @@ def demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, data_
                     train=train, progress=not no_progress)
 
 
-def _one_line(msg: str) -> str:
-    lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
-    return "; ".join(lines[:3]) if lines else "invalid arguments"
-
-
 def _bare_bools(fn: Callable[..., int], argv: list[str]) -> list[str]:
     """``--judge`` alone means ``--judge=true`` for the function's bool options (jsonargparse wants a value)."""
     import inspect
@@ -202,7 +197,7 @@ def _parse_and_call(fn: Callable[..., int], prog: str, argv: list[str], position
         cause = e.__cause__ or e.__context__
         if isinstance(cause, VidspecError):
             raise cause from None
-        raise ConfigError(_one_line(str(e))) from None
+        raise ConfigError(one_line(str(e))) from None
     return fn(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
 
 

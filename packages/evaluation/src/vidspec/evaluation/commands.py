@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from vidspec.decoding.cli import normalize_flags
+from vidspec.decoding.cli import normalize_flags, one_line
 from vidspec.decoding.errors import ConfigError
 
 
@@ -48,15 +48,10 @@ def _synthvid(argv: list[str]) -> int:
         cause = e.__cause__ or e.__context__
         if isinstance(cause, ConfigError):
             raise cause from None
-        raise ConfigError(_one_line(str(e))) from None
+        raise ConfigError(one_line(str(e))) from None
     path = generate_synthvid(cfg.out, config, progress=not cfg.no_progress)
     print(path)
     return 0
-
-
-def _one_line(msg: str) -> str:
-    lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
-    return "; ".join(lines[:3]) if lines else "invalid arguments"
 
 
 #: ``vidspec data`` subcommands: name -> (function, one-line description).
