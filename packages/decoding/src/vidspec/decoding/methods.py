@@ -30,6 +30,8 @@ from vidspec.decoding.verifiers.strict import StrictVerifier
 
 METHODS: tuple[str, ...] = ("ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst")
 SPARROW_METHODS = ("sparrow", "sparrow-lvspec-pst")
+#: Methods whose greedy output must equal the target's own, token for token (strict verification).
+LOSSLESS_METHODS: tuple[str, ...] = ("ar", "sd", "sparrow")
 LOOSE_METHODS = ("lvspec", "lvspec-pst", "fly")
 DEFAULT_K = 4
 #: [choice] lvspec-pst lets PST act on the lowest 90% of relevance scores: with the default

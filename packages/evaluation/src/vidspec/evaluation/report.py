@@ -19,11 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.methods import LOSSLESS_METHODS as STRICT_METHODS
 from vidspec.decoding.methods import METHODS
 from vidspec.evaluation.records import CONVENTIONS, MethodSummary, iter_runs, read_jsonl, summarize
-
-#: Methods that must reproduce AR token for token (ALGORITHMS.md: strict modes are lossless).
-STRICT_METHODS = ("ar", "sd", "sparrow")
 
 
 @dataclass
