@@ -35,7 +35,7 @@ import torch
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import AcceptKind, Decision, Proposal, VerifyContext, VerifyOutput
 from vidspec.decoding.verifiers.relevance import CosineTopNScorer, RelevanceScorer
-from vidspec.decoding.verifiers.strict import target_probs
+from vidspec.decoding.verifiers.strict import accept_by_ratio, draft_probs, target_probs
 
 Predicate = Literal["always", "topk", "prob"]
 QuantileSource = Literal["running", "round", "threshold"]
@@ -362,14 +362,8 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
         t = choice[i]
         if sampling:
             assert p is not None
-            if proposal.probs is not None:
-                q = proposal.probs[i].to(p.device, torch.float32)
-            else:
-                q = torch.zeros_like(p[i])
-                q[d] = 1.0
-            pd, qd = float(p[i, d]), float(q[d])
-            u = float(torch.rand((), generator=gen))
-            if qd > 0 and u < min(1.0, pd / qd):
+            q = draft_probs(proposal, i, p[i])
+            if accept_by_ratio(p[i], q, d, gen):
                 kinds.append("strict")
                 continue
         elif d == t:

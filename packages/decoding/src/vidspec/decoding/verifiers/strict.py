@@ -46,6 +46,25 @@ def draft_choice(logits: torch.Tensor, temperature: float, top_p: float,
     return int(torch.multinomial(p, 1, generator=generator)), p
 
 
+def draft_probs(proposal: Proposal, i: int, like: torch.Tensor) -> torch.Tensor:
+    """q_i of draft position ``i`` as ``(V,) float32``; a greedy draft is a point mass on its token."""
+    if proposal.probs is not None:
+        return proposal.probs[i].to(like.device, torch.float32)
+    q = torch.zeros_like(like)
+    q[proposal.tokens[i]] = 1.0
+    return q
+
+
+def accept_by_ratio(p: torch.Tensor, q: torch.Tensor, d: int, generator: torch.Generator | None) -> bool:
+    """The rejection-sampling test: accept draft token ``d`` with probability min(1, p(d) / q(d)).
+
+    Draws exactly one uniform number from ``generator``, so callers stay in step with each other.
+    """
+    pd, qd = float(p[d]), float(q[d])
+    u = float(torch.rand((), generator=generator))
+    return qd > 0 and u < min(1.0, pd / qd)
+
+
 class StrictVerifier:
     """Lossless verification.
 
@@ -75,14 +94,8 @@ class StrictVerifier:
         p = target_probs(out.logits[: k + 1], ctx.temperature, ctx.top_p)
         gen = ctx.generator
         for i, d in enumerate(draft):
-            if proposal.probs is not None:
-                q = proposal.probs[i].to(p.device, torch.float32)
-            else:
-                q = torch.zeros_like(p[i])
-                q[d] = 1.0
-            pd, qd = float(p[i, d]), float(q[d])
-            u = float(torch.rand((), generator=gen))
-            if qd > 0 and u < min(1.0, pd / qd):
+            q = draft_probs(proposal, i, p[i])
+            if accept_by_ratio(p[i], q, d, gen):
                 continue
             residual = (p[i] - q).clamp_min(0)
             if float(residual.sum()) <= 0:  # p == q: cannot happen after a rejection, guard anyway
