@@ -45,17 +45,10 @@ import torch
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.draft_training.data import InputSpec
-from vidspec.draft_training.sft import OptimConfig, lr_factor
+from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, lr_factor
 from vidspec.draft_training.sparrow import losses
 
 log = logging.getLogger(__name__)
-
-#: Batch keys each family's vision tower reads (as the SFT module).
-VISION_KEYS = {
-    "qwen2.5-vl": ("pixel_values_videos", "video_grid_thw", "second_per_grid_ts", "mm_token_type_ids"),
-    "llava-ov": ("pixel_values_videos",),
-}
-
 
 @dataclass(frozen=True)
 class SparrowDraftOptions:
