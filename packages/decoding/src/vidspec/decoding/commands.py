@@ -19,7 +19,7 @@ from pathlib import Path
 
 from vidspec.decoding.cli import normalize_flags
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.methods import METHODS, build_decoder
+from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, METHODS, build_decoder, check_engine
 from vidspec.decoding.types import Request
 
 
@@ -45,6 +45,8 @@ def generate(
     predicate: str = "always",
     pst_window: int = 3,
     protect: bool = True,
+    engine: str = "eager",
+    fast_max_len: int = DEFAULT_FAST_MAX_LEN,
     json_output: bool = False,
 ) -> int:
     """Generate text for one video with the chosen speculative decoding method.
@@ -71,6 +73,9 @@ def generate(
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
         pst_window: PST: positions a shifted token may move (lvspec-pst).
         protect: keep negations, numbers and comparatives strict under loose verification.
+        engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
+            greedy strict output is token-identical).
+        fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
         json_output: print one JSON object instead of streaming text (also --json).
     """
     if method not in METHODS:
@@ -81,6 +86,9 @@ def generate(
         raise ConfigError(f"--temperature must be >= 0, got {temperature}")
     if not 0 < top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1], got {top_p}")
+    check_engine(engine)
+    if fast_max_len < 1:
+        raise ConfigError(f"--fast-max-len must be >= 1, got {fast_max_len}")
     if max_frames is not None and max_frames < 1:  # 0 would silently mean "the model's default"
         raise ConfigError(f"--max-frames must be >= 1, got {max_frames}")
     if not Path(video).exists():
@@ -96,17 +104,29 @@ def generate(
     decoder = build_decoder(
         method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
         relevance_layer=relevance_layer, temperature=temperature, loose=loose,
-        allow_target_mismatch=allow_target_mismatch,
+        allow_target_mismatch=allow_target_mismatch, engine=engine, fast_options={"max_len": fast_max_len},
     )
     t0 = time.perf_counter()
     clip = decoder.target.read_video(video)
     video_s = time.perf_counter() - t0
     request = Request(prompt=prompt, clip=clip)
+    try:
+        return _run(decoder, request, method, target, engine, video_s, clip, max_new_tokens, temperature, top_p, seed,
+                    json_output)
+    except ValueError as e:
+        if engine == "fast" and "raise max_len" in str(e):  # FastTarget's static cache is full
+            raise ConfigError(f"{e.args[0].replace('raise max_len', 'raise --fast-max-len')}") from None
+        raise
+
+
+def _run(decoder, request: Request, method: str, target: str, engine: str, video_s: float, clip,
+         max_new_tokens: int, temperature: float, top_p: float, seed: int, json_output: bool) -> int:
     if json_output:
         result = decoder.generate(request, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                   seed=seed)
         record = {
             "method": method,
+            "engine": engine,
             "target": target,
             "draft": decoder.drafter.name,
             "k": decoder.k,

@@ -15,10 +15,21 @@ sparrow-lvspec-pst     Sparrow draft (--sparrow)    LVSpec + PST                
 For the Sparrow methods ``draft`` is a Sparrow release folder (or a loaded
 :class:`~vidspec.decoding.sparrow.SparrowDraftModel` / ``SparrowDrafter``); a release made for
 another target is refused unless ``allow_target_mismatch``.
+
+Engines (``engine=``): ``eager`` runs the family adapters as loaded (the reference); ``fast``
+wraps the target (and a draft VLM) in :class:`~vidspec.decoding.fast.FastTarget` (static KV
+cache, CUDA graphs on CUDA; plain FastLM steps on CPU), verifies strictly with
+:class:`~vidspec.decoding.fast.FastStrictVerifier` and drafts with
+:class:`~vidspec.decoding.fast.FastModelDrafter`. Loose verifiers are the same classes on either
+engine. Greedy output of the strict methods is token-identical on both.
+
+A FastTarget holds one live request: reuse one per loaded adapter for decoders that run one after
+another (:func:`as_fast`), never one FastTarget as both target and draft.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from vidspec.decoding.drafters import ModelDrafter, NoDrafter
@@ -34,6 +45,13 @@ SPARROW_METHODS = ("sparrow", "sparrow-lvspec-pst")
 LOSSLESS_METHODS: tuple[str, ...] = ("ar", "sd", "sparrow")
 LOOSE_METHODS = ("lvspec", "lvspec-pst", "fly")
 DEFAULT_K = 4
+#: ``engine=`` choices (``--engine``).
+ENGINES: tuple[str, ...] = ("eager", "fast")
+#: FastTarget's default KV cache capacity (prompt + generated tokens + one verify block).
+DEFAULT_FAST_MAX_LEN = 8192
+#: ``fast_options`` keys, passed to :class:`~vidspec.decoding.fast.FastTarget`.
+FAST_OPTIONS = frozenset({"max_len", "graphs", "compile", "prefill_chunk", "fast_vision", "bucket", "max_tree",
+                          "fuse", "kernels", "compile_mode"})
 #: [choice] lvspec-pst lets PST act on the lowest 90% of relevance scores: with the default
 #: ``always`` predicate the lowest λ (70%) are accepted anyway, so PST works in the band between
 #: and the most visual 10% of positions stay strict (ALGORITHMS.md section 2, PST).
@@ -47,10 +65,61 @@ def default_draft(target: str) -> str | None:
     return name if name in TINY_MODELS else None
 
 
-def build_verifier_for(method: str, target, loose: dict[str, Any] | None):
+def check_engine(engine: str, fast_options: dict[str, Any] | None = None) -> str:
+    """``engine`` if it is known and ``fast_options`` are FastTarget options, else a ConfigError."""
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r} (choose from {', '.join(ENGINES)})")
+    unknown = sorted(set(fast_options or {}) - FAST_OPTIONS)
+    if unknown:
+        raise ConfigError(f"unknown fast engine option(s) {', '.join(unknown)} "
+                          f"(choose from {', '.join(sorted(FAST_OPTIONS))})")
+    return engine
+
+
+def is_fast(model) -> bool:
+    """Whether ``model`` is a :class:`~vidspec.decoding.fast.FastTarget` (without importing the fast path)."""
+    mod = sys.modules.get("vidspec.decoding.fast.target")
+    return mod is not None and isinstance(model, mod.FastTarget)
+
+
+def as_fast(model, fast_options: dict[str, Any] | None = None):
+    """``model`` as a :class:`~vidspec.decoding.fast.FastTarget` (a FastTarget is returned as is).
+
+    Each call on an eager adapter allocates a new static KV cache (and, on CUDA, new graphs):
+    wrap a loaded adapter once and pass the wrapper to every decoder that runs on it.
+    """
+    if is_fast(model):
+        return model
+    from vidspec.decoding.fast import FastTarget
+
+    opts = {"max_len": DEFAULT_FAST_MAX_LEN, **(fast_options or {})}
+    return FastTarget(model, **opts)
+
+
+def _strict_verifier(engine: str) -> StrictVerifier:
+    if engine == "fast":
+        from vidspec.decoding.fast import FastStrictVerifier
+
+        return FastStrictVerifier()
+    return StrictVerifier()
+
+
+def sparrow_drafter_class(engine: str) -> type:
+    """The Sparrow drafter class of ``engine`` (constructor and ``from_pretrained`` as SparrowDrafter's).
+
+    Both engines use :class:`~vidspec.decoding.sparrow.SparrowDrafter` for now; it runs on a
+    FastTarget as on an eager adapter.
+    """
+    check_engine(engine)
+    from vidspec.decoding.sparrow import SparrowDrafter
+
+    return SparrowDrafter
+
+
+def build_verifier_for(method: str, target, loose: dict[str, Any] | None, engine: str = "eager"):
     """The verifier of ``method`` for ``target`` (loose options ignored by strict methods)."""
     if method in ("ar", "sd", "sparrow"):
-        return StrictVerifier()
+        return _strict_verifier(engine)
     if method == "sparrow-lvspec-pst":
         method = "lvspec-pst"  # the same verifier; only the drafter differs
     from vidspec.decoding.verifiers.registry import build_verifier
@@ -84,29 +153,41 @@ def build_decoder(
     temperature: float = 0.0,
     loose: dict[str, Any] | None = None,
     allow_target_mismatch: bool = False,
+    engine: str = "eager",
+    fast_options: dict[str, Any] | None = None,
 ) -> SpeculativeDecoder:
     """Load models (or take loaded adapters) and assemble the decoder for ``method``.
 
+    Args:
+        engine: ``eager`` (the adapters as loaded) or ``fast`` (FastTarget wrappers; see the module
+            docstring). A FastTarget passed as ``target``/``draft`` is used as is on both engines.
+        fast_options: :class:`~vidspec.decoding.fast.FastTarget` keyword arguments for the wrappers
+            this call makes (``max_len`` defaults to :data:`DEFAULT_FAST_MAX_LEN`).
+
     Raises:
-        ConfigError: unknown method, missing draft, bad K.
+        ConfigError: unknown method or engine, missing draft, bad K, a FastTarget given as both
+            target and draft.
         ModelError: models that cannot be loaded or do not fit together.
     """
     if method not in METHODS:
         raise ConfigError(f"unknown method {method!r} (choose from {', '.join(METHODS)})")
+    check_engine(engine, fast_options)
     if method == "fly" and temperature > 0:
         # Checked here, before models load, not at the first round (FLyVerifier is greedy only).
         raise ConfigError("method fly is implemented for greedy decoding only; use temperature 0")
     tgt = target if not isinstance(target, str) else load_target(
         target, device=device, dtype=dtype, max_frames=max_frames, relevance_layer=relevance_layer)
+    if engine == "fast":
+        tgt = as_fast(tgt, fast_options)
     if method == "ar":
-        return SpeculativeDecoder(tgt, NoDrafter(), StrictVerifier(), k=0, method="ar")
-    verifier = build_verifier_for(method, tgt, loose)
+        return SpeculativeDecoder(tgt, NoDrafter(), _strict_verifier(engine), k=0, method="ar")
+    verifier = build_verifier_for(method, tgt, loose, engine)
     if k is None:
         k = getattr(verifier, "default_k", DEFAULT_K)
     if k < 1:
         raise ConfigError(f"--k must be >= 1 for method {method}, got {k}")
     if method in SPARROW_METHODS:
-        return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch)
+        return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine)
     if draft is None:
         draft = default_draft(tgt.name)
         if draft is None:
@@ -115,22 +196,32 @@ def build_decoder(
     if dm.family != tgt.family:
         raise ModelError(f"draft {dm.name!r} is a {dm.family} model but target {tgt.name!r} is {tgt.family}")
     check_compatible(tgt, dm)
-    drafter = ModelDrafter(dm, temperature=temperature)
+    if dm is tgt and is_fast(tgt):
+        # One FastTarget holds one live request: the drafter's prefill would overwrite the target's cache.
+        raise ConfigError(f"the target and the draft are one FastTarget ({tgt.name!r}); give the draft its own")
+    if engine == "fast":
+        from vidspec.decoding.fast import FastModelDrafter
+
+        # A module used as target and draft gets a second FastTarget (as_fast always wraps an adapter).
+        drafter: ModelDrafter = FastModelDrafter(as_fast(dm, fast_options), temperature=temperature)
+    else:
+        drafter = ModelDrafter(dm, temperature=temperature)
     return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)
 
 
 def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: float,
-                     allow_target_mismatch: bool) -> SpeculativeDecoder:
+                     allow_target_mismatch: bool, engine: str = "eager") -> SpeculativeDecoder:
     """Decoder of a Sparrow method: ``draft`` is a release folder, a draft model or a drafter."""
     from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel
 
+    cls = sparrow_drafter_class(engine)
     if draft is None:
         raise ConfigError(f"method {method} needs a Sparrow draft release (--sparrow DIR)")
-    if isinstance(draft, SparrowDrafter):
+    if isinstance(draft, (SparrowDrafter, cls)):
         drafter = draft
     elif isinstance(draft, SparrowDraftModel):
-        drafter = SparrowDrafter(draft, temperature=temperature, allow_target_mismatch=allow_target_mismatch)
+        drafter = cls(draft, temperature=temperature, allow_target_mismatch=allow_target_mismatch)
     else:
-        drafter = SparrowDrafter.from_pretrained(str(draft), tgt, temperature=temperature,
-                                                 allow_target_mismatch=allow_target_mismatch)
+        drafter = cls.from_pretrained(str(draft), tgt, temperature=temperature,
+                                      allow_target_mismatch=allow_target_mismatch)
     return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)

@@ -4,7 +4,7 @@ Usage::
 
     vidspec eval --benchmark synthvid_captions --data data/cache/synthvid --target T --draft D \\
         --sparrow data/releases/sparrow-T --methods ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst \\
-        --out runs/sv --limit 50 [--judge] [--k 4] [--device cuda]
+        --out runs/sv --limit 50 [--judge] [--k 4] [--device cuda] [--engine fast]
     vidspec report runs/sv
     vidspec eval-ci [--update-baseline --reason "..."]
     vidspec demo [--limit 3] [--out DIR] [--train]
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from vidspec.decoding.cli import normalize_flags, one_line
 from vidspec.decoding.errors import ConfigError, VidspecError
-from vidspec.decoding.methods import METHODS
+from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, METHODS
 from vidspec.evaluation.eval_ci import CI_MAX_NEW_TOKENS, CI_VIDEOS
 
 
@@ -46,6 +46,8 @@ def evaluate(
     predicate: str = "always",
     pst_window: int = 3,
     protect: bool = True,
+    engine: str = "eager",
+    fast_max_len: int = DEFAULT_FAST_MAX_LEN,
     warmup: bool = True,
     judge: bool = False,
     judge_base_url: str | None = None,
@@ -78,6 +80,9 @@ def evaluate(
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
         pst_window: PST window.
         protect: keep negations, numbers and comparatives strict under loose verification.
+        engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
+            greedy strict output is token-identical). Recorded in the run's config; resuming refuses another.
+        fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
         warmup: one untimed decode per method before measuring.
         judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
             OPENAI_API_KEY or the two flags below; the key is read from the environment only).
@@ -99,7 +104,7 @@ def evaluate(
         draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k,
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
         relevance_layer=relevance_layer, predicate=predicate, pst_window=pst_window, protect=protect,
-        warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        engine=engine, fast_max_len=fast_max_len, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )
     summary = run_eval(cfg)

@@ -35,7 +35,15 @@ from typing import Any
 import torch
 
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.methods import METHODS, SPARROW_METHODS, build_decoder, default_draft
+from vidspec.decoding.methods import (
+    DEFAULT_FAST_MAX_LEN,
+    METHODS,
+    SPARROW_METHODS,
+    as_fast,
+    build_decoder,
+    check_engine,
+    default_draft,
+)
 from vidspec.decoding.types import GenerationResult, Request
 from vidspec.evaluation.benchmarks import Sample, get_task, load_benchmark
 from vidspec.evaluation.records import (
@@ -59,7 +67,10 @@ RANDOM_SPARROW = "random"
 #: Config fields that may change between a run and its resumption; any other change would mix
 #: incomparable records in one folder, so it is refused.
 RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", "judge", "judge_base_url",
-                               "judge_model"})
+                               "judge_model", "fast_max_len"})
+#: Values of config fields added after runs were recorded without them (resuming such a run is allowed
+#: when the new value is this default).
+ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager"}
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,9 @@ class EvalConfig:
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
         pst_window: PST window.
         protect: keep negations, numbers and comparatives strict under loose verification.
+        engine: eager (the Hugging Face modules as loaded) or fast (FastTarget: static KV cache, CUDA
+            graphs on CUDA; one FastTarget per loaded model, shared by every method's decoder).
+        fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
         warmup: decode once per method, untimed, before measuring.
         judge: score open-ended outputs with the GPT judge (base URL, model and key from the
             judge flags or VIDSPEC_JUDGE_BASE_URL / VIDSPEC_JUDGE_MODEL / OPENAI_API_KEY).
@@ -120,6 +134,8 @@ class EvalConfig:
     predicate: str = "always"
     pst_window: int = 3
     protect: bool = True
+    engine: str = "eager"
+    fast_max_len: int = DEFAULT_FAST_MAX_LEN
     warmup: bool = True
     judge: bool = False
     judge_base_url: str | None = None
@@ -143,6 +159,9 @@ class EvalConfig:
             raise ConfigError(f"--frames must be >= 1, got {self.frames}")
         if self.k is not None and self.k < 1:
             raise ConfigError(f"--k must be >= 1, got {self.k}")
+        check_engine(self.engine)
+        if self.fast_max_len < 1:
+            raise ConfigError(f"--fast-max-len must be >= 1, got {self.fast_max_len}")
         if any(m in SPARROW_METHODS for m in methods) and not self.sparrow:
             raise ConfigError(f"methods {', '.join(m for m in methods if m in SPARROW_METHODS)} need --sparrow DIR "
                               f"(a Sparrow draft release, or '{RANDOM_SPARROW}' for an untrained one)")
@@ -198,15 +217,29 @@ def load_models(config: EvalConfig, frames: int) -> EvalModels:
 
 
 def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
-    """One decoder per method, all sharing the loaded models."""
+    """One decoder per method, all sharing the loaded models.
+
+    With ``engine="fast"`` each loaded model is wrapped in one FastTarget (one static KV cache and
+    one set of CUDA graphs), shared by every method's decoder: the methods run one request at a
+    time, and each prefill starts the wrapper's cache afresh. The target and the draft VLM always
+    get separate wrappers, even when they are one module.
+    """
     loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, pst_window=config.pst_window,
                  protect=config.protect)
+    target, draft_vlm = models.target, models.draft
+    if config.engine == "fast":
+        fast_options = {"max_len": config.fast_max_len}
+        target = as_fast(target, fast_options)
+        if draft_vlm is not None:
+            if draft_vlm is target:  # one FastTarget cannot be target and draft: wrap its module again
+                draft_vlm = draft_vlm.adapter
+            draft_vlm = as_fast(draft_vlm, fast_options)  # an eager adapter always gets a new wrapper
     out = {}
     for m in config.methods:
-        draft = models.sparrow if m in SPARROW_METHODS else models.draft
-        out[m] = build_decoder(m, target=models.target, draft=draft, k=None if m == "ar" else config.k,
+        draft = models.sparrow if m in SPARROW_METHODS else draft_vlm
+        out[m] = build_decoder(m, target=target, draft=draft, k=None if m == "ar" else config.k,
                                device=config.device, loose=loose,
-                               allow_target_mismatch=config.allow_target_mismatch)
+                               allow_target_mismatch=config.allow_target_mismatch, engine=config.engine)
     return out
 
 
@@ -359,7 +392,7 @@ def _check_resume(out: Path, config: EvalConfig) -> None:
     path = out / "config.json"
     if not path.exists():
         return
-    old = json.loads(path.read_text())
+    old = {**ADDED_DEFAULTS, **json.loads(path.read_text())}
     new = config.to_dict()
     diff = sorted(k for k in set(old) | set(new) if k not in RESUMABLE_CHANGES and old.get(k) != new.get(k))
     if diff:

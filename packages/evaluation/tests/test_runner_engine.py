@@ -1,0 +1,105 @@
+"""``vidspec eval --engine {eager,fast}``: the fast engine in the side-by-side runner, on CPU tiny models."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vidspec.decoding.cli import main
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.methods import METHODS
+from vidspec.evaluation import runner as runner_mod
+from vidspec.evaluation.records import read_jsonl
+from vidspec.evaluation.runner import EvalConfig, EvalModels, build_decoders
+from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+
+@pytest.fixture(scope="module")
+def synthvid(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sv") / "sv"
+    return generate_synthvid(out, SynthVidConfig(num_videos=1, seed=0, preset="easy", size="64x64",
+                                                 split="validation", mcq_per_video=1, open_per_video=0),
+                             progress=False)
+
+
+def _eval(capfd, synthvid, out, *args: str) -> tuple[int, str]:
+    code = main(["eval", "--benchmark", "synthvid_captions", "--data", str(synthvid), "--out", str(out),
+                 "--max-new-tokens", "8", "--no-progress", "--warmup", "false", "--report", "false", *args])
+    _, err = capfd.readouterr()
+    return code, err
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+def test_eval_fast_engine_records_and_refuses_another_engine_on_resume(capfd, synthvid, tmp_path):
+    fast, eager = tmp_path / "fast", tmp_path / "eager"
+    code, err = _eval(capfd, synthvid, fast, "--engine", "fast", "--methods", "ar,sd,lvspec-pst,sparrow",
+                      "--sparrow", "random")
+    assert code == 0, err
+    code, err = _eval(capfd, synthvid, eager, "--methods", "ar")
+    assert code == 0, err
+
+    for name in ("config.json", "summary.json"):
+        on_disk = json.loads((fast / name).read_text())
+        assert (on_disk["config"] if name == "summary.json" else on_disk)["engine"] == "fast"
+    assert json.loads((eager / "config.json").read_text())["engine"] == "eager"
+    records = {r["method"]: r for r in read_jsonl(fast / "records.jsonl")}
+    assert set(records) == {"ar", "sd", "lvspec-pst", "sparrow"}
+    for m in ("sd", "sparrow"):
+        assert records[m]["token_identical_to_ar"], m
+    (eager_ar,) = read_jsonl(eager / "records.jsonl")
+    assert records["ar"]["token_ids"] == eager_ar["token_ids"]  # fast AR == eager AR
+
+    # Resuming the fast run on the eager engine would mix incomparable timings in one folder.
+    code, err = _eval(capfd, synthvid, fast, "--engine", "eager", "--methods", "ar,sd,lvspec-pst,sparrow",
+                      "--sparrow", "random")
+    assert code == 2 and "engine: 'fast' -> 'eager'" in _one_line(err)
+
+
+def test_unknown_engine_is_one_line(capfd, synthvid, tmp_path):
+    code, err = _eval(capfd, synthvid, tmp_path / "x", "--engine", "turbo")
+    assert code == 2 and "unknown engine 'turbo' (choose from eager, fast)" in _one_line(err)
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ConfigError, match="fast-max-len"):
+        EvalConfig(benchmark="b", out="x", engine="fast", fast_max_len=0)
+
+
+def test_one_fast_target_per_loaded_model(tmp_path):
+    from vidspec.decoding.fast import FastTarget
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.sparrow import new_sparrow_for
+
+    target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
+    models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
+    cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512)
+    decs = build_decoders(cfg, models)
+    assert set(decs) == set(METHODS)
+    fast_target = decs["ar"].target
+    assert isinstance(fast_target, FastTarget) and fast_target.adapter is target and fast_target.lm.max_len == 512
+    assert all(d.target is fast_target for d in decs.values())  # one KV cache for the target, all methods
+    drafts = {id(decs[m].drafter.model) for m in ("sd", "lvspec", "lvspec-pst", "fly")}
+    assert len(drafts) == 1 and decs["sd"].drafter.model.adapter is draft  # one for the draft VLM
+    assert decs["sd"].drafter.model is not fast_target
+
+    # A draft VLM that is the target's own module still gets a FastTarget of its own.
+    same = build_decoders(cfg, EvalModels(target=target, draft=target, sparrow=models.sparrow))
+    assert same["sd"].drafter.model is not same["sd"].target
+    assert same["sd"].drafter.model.adapter is same["sd"].target.adapter is target
+
+    eager = build_decoders(EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random"), models)
+    assert all(d.target is target for d in eager.values())
+
+
+def test_runs_recorded_before_the_engine_option_resume_as_eager(tmp_path):
+    cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
+    old = cfg.to_dict()
+    del old["engine"], old["fast_max_len"]
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    runner_mod._check_resume(tmp_path, cfg)  # no error
+    with pytest.raises(ConfigError, match="engine"):
+        runner_mod._check_resume(tmp_path, EvalConfig(**{**cfg.to_dict(), "engine": "fast"}))
