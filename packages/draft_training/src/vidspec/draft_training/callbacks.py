@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import lightning as L
@@ -30,7 +31,10 @@ def _scalars(metrics: dict) -> dict[str, float]:
 
 
 class StepMetrics(L.Callback):
-    """Append one JSON line per optimizer step: ``{"step", "epoch", <metric>: value, ...}``.
+    """Append one JSON line per optimizer step: ``{"step", "epoch", "time", <metric>: value, ...}``.
+
+    ``time`` is the wall clock (``time.time()``) at the end of the step, so throughput between two
+    steps can be read back from the file (``benchmarks/ddp_scaling.py`` does).
 
     Args:
         filename: file name inside the trainer's log dir (or ``default_root_dir`` without a logger).
@@ -61,7 +65,7 @@ class StepMetrics(L.Callback):
         self._last_step = step
         vals = {k: v for k, v in _scalars(trainer.callback_metrics).items()
                 if k.startswith(self.prefixes) and not k.startswith("val/")}
-        self._write(trainer, {"step": step, "epoch": trainer.current_epoch, **vals})
+        self._write(trainer, {"step": step, "epoch": trainer.current_epoch, "time": time.time(), **vals})
 
     def on_validation_end(self, trainer, pl_module) -> None:
         if trainer.sanity_checking:
