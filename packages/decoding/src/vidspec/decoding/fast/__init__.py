@@ -5,6 +5,7 @@
 - :class:`FastModelDrafter` / :class:`FastStrictVerifier`: greedy drafting and strict greedy
   verification with device-side token chaining and acceptance (one host sync per round).
 - :class:`TreeSpeculativeDecoder` and :class:`TreeModelDrafter`: EAGLE-2-style dynamic trees.
+- :class:`FastSparrowDrafter`: a Sparrow draft on a static text-only cache, draft steps as CUDA graphs.
 - :class:`FastQwenVision`: Qwen2.5-VL's vision tower with all attention windows in a few SDPA calls.
 
 Names are imported lazily, so ``import vidspec.decoding.fast`` stays cheap.
@@ -26,10 +27,12 @@ _LAZY = {
     "TreeSpeculativeDecoder": "vidspec.decoding.fast.tree",
     "tree_mask_and_depth": "vidspec.decoding.fast.tree",
     "FastQwenVision": "vidspec.decoding.fast.vision",
+    "FastSparrowDrafter": "vidspec.decoding.fast.sparrow",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
     from vidspec.decoding.fast.lm import FastLM, StaticKVCache
+    from vidspec.decoding.fast.sparrow import FastSparrowDrafter
     from vidspec.decoding.fast.target import (
         FastModelDrafter,
         FastStrictVerifier,
@@ -58,6 +61,7 @@ __all__ = [
     "FastLM",
     "FastModelDrafter",
     "FastQwenVision",
+    "FastSparrowDrafter",
     "FastStrictVerifier",
     "FastTarget",
     "FastVerifyOutput",

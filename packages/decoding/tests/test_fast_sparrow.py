@@ -1,0 +1,323 @@
+"""FastSparrowDrafter (static text-only cache, CUDA-graph draft steps) against SparrowDrafter.
+
+CPU tests run the fast drafter's step function eagerly (and once through an emulation of the
+graph path: capture-time warm-ups and restores, static output buffers, bucketed attention). The
+GPU tests (``pytest -m gpu packages/decoding/tests/test_fast_sparrow.py``) replay real CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.fast.sparrow import FastSparrowDrafter, _Graph
+from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
+from vidspec.decoding.types import Request, VideoClip
+from vidspec.decoding.verifiers.strict import StrictVerifier
+
+FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
+NEED = frozenset({"penult"})
+#: n_accepted per round, clipped to K: full rejection, partial and full acceptance.
+ACCEPT = [0, 2, 1, 4, 3, 0, 4, 1]
+REPO = Path(__file__).resolve().parents[3]
+
+
+def make_clip(num_frames: int, seed: int = 0) -> VideoClip:
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 255, (num_frames, 56, 84, 3), dtype=np.uint8)
+    return VideoClip(frames=frames, fps=4.0, source="memory")
+
+
+def text_positions(target, request) -> int:
+    ids, _ = target.build_prompt(request)
+    return int((ids != target.video_token_id).sum())
+
+
+def lockstep(target, request, drafters, k: int = 4, rounds: int = len(ACCEPT), accept=ACCEPT):
+    """Drive drafters through the same rounds (forced acceptance counts); return each round's proposals.
+
+    The target verifies the first drafter's proposal; every drafter must propose the same tokens,
+    hold the same number of cache entries and index them the same way.
+    """
+    state = target.prefill(request, NEED)
+    x = int(state.first_logits.argmax())
+    for d in drafters:
+        d.begin(target, state, x)
+    assert len({d.cache_length for d in drafters}) == 1
+    seen = []
+    for r in range(rounds):
+        props = [d.propose(k) for d in drafters]
+        assert all(p.tokens == props[0].tokens for p in props), (r, [p.tokens for p in props])
+        assert len({d.cache_length for d in drafters}) == 1, (r, [d.cache_length for d in drafters])
+        assert all(d._cache_index == drafters[0]._cache_index for d in drafters)
+        seen.append(props[0].tokens)
+        out = target.verify(state, [x, *props[0].tokens], NEED)
+        n = min(accept[r % len(accept)], k)
+        nxt = int(out.logits[n].argmax())
+        target.rollback(state, state.length - k + n)
+        for d in drafters:
+            d.commit(n, nxt, out)
+        x = nxt
+    return seen
+
+
+class _ReplayByRerun:
+    """A stand-in CUDA graph on CPU: replay reruns the step and writes the static output buffers."""
+
+    def __init__(self, drafter, t: int, lb: int, out):
+        self.drafter, self.t, self.lb, self.out = drafter, t, lb, out
+        self.replays = 0
+
+    def replay(self) -> None:
+        new = self.drafter._body(self.t, self.lb)
+        for a, b in ((self.out.hidden, new.hidden), (self.out.logits, new.logits), (self.out.argmax, new.argmax)):
+            a.copy_(b)
+        self.replays += 1
+
+
+class BucketedDrafter(FastSparrowDrafter):
+    """Eager steps that read the cache up to a bucket boundary, as graph steps do."""
+
+    def _engine(self):
+        e = super()._engine()
+        self._bucketed = True
+        return e
+
+
+class EmulatedGraphDrafter(FastSparrowDrafter):
+    """The graph path of FastSparrowDrafter on CPU (everything but torch.cuda.graph itself)."""
+
+    def _engine(self):
+        e = super()._engine()
+        self._use_graphs = self._bucketed = True
+        return e
+
+    def _record(self, t, lb):
+        snap = self._snapshot()
+        out = self._body(t, lb)  # a real capture does not execute: undo the chaining writes
+        self._restore(snap)
+        return _Graph(_ReplayByRerun(self, t, lb, out), out)
+
+
+# ---- parity with SparrowDrafter --------------------------------------------------------------------
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("mode", ["target", "reindex"])
+def test_proposals_match_sparrow_drafter_round_by_round(tiny, clip, name, mode):
+    target = tiny(name)
+    model = new_sparrow_for(target, position_mode=mode)
+    eager, fast = SparrowDrafter(model), FastSparrowDrafter(model, max_len=512)
+    bucketed = BucketedDrafter(model, max_len=512, bucket=8)  # attention over stale/unwritten slots
+    lockstep(target, Request("Describe the video.", clip), [eager, fast, bucketed])
+    assert not fast.graphs  # CPU: eager steps
+    (shape,) = fast.cache_shapes()
+    assert shape == (1, model.text_config.num_key_value_heads, fast.cache_length, model.layer.self_attn.head_dim)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_emulated_graph_path_matches(tiny, clip, name):
+    """Capture-time warm-ups leave no trace; replays chain tokens through the static buffers."""
+    target = tiny(name)
+    model = new_sparrow_for(target)
+    eager = SparrowDrafter(model)
+    graphed = EmulatedGraphDrafter(model, max_len=128, bucket=16, max_step=3)  # T = 4, 5 run eagerly
+    req = Request("What happens in this video?", clip)
+    lockstep(target, req, [eager, graphed], k=4)
+    keys = set(graphed._eng.graphs)
+    assert {t for t, _ in keys} <= {1, 2, 3} and 1 in {t for t, _ in keys}
+    assert all(lb % 16 == 0 for _, lb in keys)
+    assert max(g.graph.replays for g in graphed._eng.graphs.values()) > 1  # reused, not recaptured
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("mode", ["target", "reindex"])
+def test_sd_with_fast_sparrow_is_token_identical_to_ar(tiny, clip, name, mode):
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
+    drafter = FastSparrowDrafter(new_sparrow_for(target, position_mode=mode))
+    sd = SpeculativeDecoder(target, drafter, StrictVerifier(), k=3, method="sparrow").generate(req, max_new_tokens=32)
+    assert sd.token_ids == ar.token_ids
+    ref = SparrowDrafter(new_sparrow_for(target, position_mode=mode))
+    sd_ref = SpeculativeDecoder(target, ref, StrictVerifier(), k=3, method="sparrow").generate(req, max_new_tokens=32)
+    assert [s.accepted for s in sd.steps] == [s.accepted for s in sd_ref.steps]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_fast_target_and_fast_sparrow_equal_ar(tiny, clip, name):
+    from vidspec.decoding.fast import FastStrictVerifier, FastTarget
+
+    target = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=24)
+    fast = FastTarget(target, max_len=512)
+    drafter = FastSparrowDrafter(new_sparrow_for(target))
+    sd = SpeculativeDecoder(fast, drafter, FastStrictVerifier(), k=4, method="sparrow").generate(req, max_new_tokens=24)
+    assert sd.token_ids == ar.token_ids
+
+
+def test_sampling_falls_back_to_host_choice(tiny, clip):
+    """temperature > 0: the same generator draws give the same tokens and distributions as SparrowDrafter."""
+    target = tiny("tiny-qwen2.5-vl")
+    model = new_sparrow_for(target)
+    a = SparrowDrafter(model, temperature=0.9, generator=torch.Generator().manual_seed(5))
+    b = FastSparrowDrafter(model, temperature=0.9, generator=torch.Generator().manual_seed(5))
+    state = target.prefill(Request("Describe the video.", clip), NEED)
+    first = int(state.first_logits.argmax())
+    a.begin(target, state, first)
+    b.begin(target, state, first)
+    pa, pb = a.propose(4), b.propose(4)
+    assert pa.tokens == pb.tokens
+    torch.testing.assert_close(pb.probs, pa.probs, rtol=1e-4, atol=1e-6)
+    assert a.cache_length == b.cache_length
+
+
+# ---- the cache: text positions only, O(1) rollback ---------------------------------------------------
+@pytest.mark.parametrize("name", FAMILIES)
+def test_draft_cache_holds_text_positions_only(tiny, name):
+    target = tiny(name)
+    model = new_sparrow_for(target)
+    lengths, visual = [], []
+    for frames in (2, 12):
+        req = Request("Describe the video.", make_clip(frames))
+        state = target.prefill(req, NEED)
+        drafter = FastSparrowDrafter(model, max_len=256)
+        drafter.begin(target, state, int(state.first_logits.argmax()))
+        n_text = text_positions(target, req)
+        assert drafter.cache_length == n_text - 1  # prompt text positions from index 1 on
+        assert all(i not in set(state.visual_positions.tolist()) for i in drafter._cache_index)
+        drafter.propose(4)
+        assert drafter.cache_length == n_text - 1 + 4  # + x_last + 3 speculative entries
+        (shape,) = drafter.cache_shapes()
+        assert shape[2] == drafter.cache_length
+        assert drafter.cache.kv.shape[2] == drafter.capacity == 256  # preallocated, independent of the video
+        lengths.append(drafter.cache_length)
+        visual.append(int(state.visual_positions.numel()))
+    assert visual[1] > visual[0] > 0
+    assert lengths[0] == lengths[1]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_rollback_after_partial_acceptance(tiny, clip, name):
+    target = tiny(name)
+    model = new_sparrow_for(target)
+    req = Request("Describe the video.", clip)
+    state = target.prefill(req, NEED)
+    first = int(state.first_logits.argmax())
+    eager, fast = SparrowDrafter(model), FastSparrowDrafter(model)
+    for d in (eager, fast):
+        d.begin(target, state, first)
+    base = fast.cache_length
+    prop = fast.propose(4)
+    assert eager.propose(4).tokens == prop.tokens
+    kv_before = fast.cache.kv.clone()
+    out = target.verify(state, [first, *prop.tokens], NEED)
+    target.rollback(state, state.length - 4 + 1)
+    for d in (eager, fast):
+        d.commit(1, 7, out)
+    # x_last stays; the speculative entries are dropped by the length counter alone (O(1)): their
+    # K/V are still in the buffer, masked until overwritten
+    assert fast.cache_length == base + 1
+    assert torch.equal(fast.cache.kv, kv_before)
+    assert fast._cache_index == eager._cache_index
+    p2 = fast.propose(2)
+    assert p2.tokens == eager.propose(2).tokens
+    assert fast.cache_length == eager.cache_length == base + 1 + 2 + 1
+
+
+def test_capacity_is_enforced(tiny, clip):
+    target = tiny("tiny-llava-ov")
+    state = target.prefill(Request("Describe the video.", clip), NEED)
+    first = int(state.first_logits.argmax())
+    n = int((state.prompt_ids != target.video_token_id).sum()) - 1
+    with pytest.raises(ValueError, match="raise max_len"):
+        FastSparrowDrafter(new_sparrow_for(target), max_len=n).begin(target, state, first)
+    d = FastSparrowDrafter(new_sparrow_for(target), max_len=n + 3)
+    d.begin(target, state, first)
+    with pytest.raises(ValueError, match="raise max_len"):
+        d.propose(4)  # x_last + 3 speculative entries do not fit
+    assert len(d.propose(3).tokens) == 3
+
+
+def test_from_pretrained_and_lazy_import(tiny, clip, tmp_path):
+    from vidspec.decoding import fast
+
+    assert fast.FastSparrowDrafter is FastSparrowDrafter
+    target = tiny("tiny-qwen2.5-vl")
+    model = new_sparrow_for(target, position_mode="reindex", seed=2)
+    model.save_pretrained(tmp_path / "rel", manifest=model.manifest)
+    d = FastSparrowDrafter.from_pretrained(tmp_path / "rel", target, temperature=0.0, allow_target_mismatch=False,
+                                           max_len=300, max_draft=2)
+    assert isinstance(d, FastSparrowDrafter) and isinstance(d, SparrowDrafter)
+    assert d.capacity == 300 and d.name.startswith("sparrow")
+    ref = SparrowDrafter.from_pretrained(tmp_path / "rel", target)
+    # k > max_draft takes the host loop; same tokens
+    lockstep(target, Request("Describe the video.", clip), [ref, d], k=3, rounds=3)
+
+
+def test_benchmark_smoke(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "packages" / "decoding" / "src")}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "sparrow_draft_step_gpu.py"), "--smoke",
+                           "--device", "cpu", "--families", "qwen2.5-vl", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    res = json.loads((tmp_path / "sparrow_draft_step_gpu_smoke.json").read_text())
+    assert res["machine"]["device"] == "cpu"
+    rows = res["rows"]
+    assert {r["visual_tokens"] for r in rows} == {64, 256}
+    assert all(r["same_tokens"] for r in rows)
+    # VATA: the draft's cache does not grow with the video
+    assert len({r["draft_cache_entries"] for r in rows if r["pending"] == 1}) == 1
+
+
+# ---- CUDA ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cuda_tiny_fp32():
+    from vidspec.decoding.models import load_target
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = load_target(name, device="cuda", dtype="float32")
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("mode", ["target", "reindex"])
+def test_cuda_graph_proposals_match_eager_fp32(cuda_tiny_fp32, clip, name, mode):
+    target = cuda_tiny_fp32(name)
+    model = new_sparrow_for(target, position_mode=mode)
+    eager = FastSparrowDrafter(model, graphs=False)
+    graphed = FastSparrowDrafter(model, graphs=True, bucket=16)
+    ref = SparrowDrafter(model)
+    lockstep(target, Request("Describe the video.", clip), [ref, eager, graphed], k=5)
+    assert graphed.graphs and not eager.graphs
+    assert len(graphed._eng.graphs) >= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_fast_target_with_fast_sparrow_equals_ar(cuda_tiny_fp32, clip, name):
+    from vidspec.decoding.fast import FastStrictVerifier, FastTarget
+
+    target = cuda_tiny_fp32(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(FastTarget(target, compile=False)).generate(req, max_new_tokens=48)
+    drafter = FastSparrowDrafter(new_sparrow_for(target))
+    dec = SpeculativeDecoder(FastTarget(target, compile=False), drafter, FastStrictVerifier(), k=5, method="sparrow")
+    sd = dec.generate(req, max_new_tokens=48)
+    assert drafter.graphs
+    assert sd.token_ids == ar.token_ids
