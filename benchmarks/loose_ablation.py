@@ -7,8 +7,11 @@ interleaved per sample so timing noise is shared); then every method answers the
 Methods: ar; sd (strict, lossless); lvspec at λ ∈ {0.3, 0.5, 0.7, 0.9}; lvspec-pst (λ 0.7,
 PST w 3 on the lowest 90%); lvspec-pst without protected tokens; fly (K 15); the random-relaxation
 control (loose positions drawn at random at rate λ, for the same λ grid); the LVSpec variants again
-with the linear probe saved by ``benchmarks/relevance_auc.py`` as the relevance scorer; sparrow
-(strict) and sparrow-lvspec-pst (cosine and probe).
+with the linear probe saved by ``benchmarks/relevance_auc.py`` as the relevance scorer (tag
+``[probe]``) and with the attention mass on visual positions computed at decode time in the verify
+pass (tag ``[attn]``; layer and row: the best ``attn`` scorer of ``relevance_auc.json`` unless
+``--attention-layer``/``--attention-row`` say otherwise); sparrow (strict) and sparrow-lvspec-pst
+(each scorer). ``--scorers`` picks the relevance scorers (default all: cosine,probe,attention).
 
 Per method (ALGORITHMS.md section 5 conventions): τ (tokens per target pass, bonus included,
 AR = 1.0), acceptance per draft position, fact-judge precision / recall / F1 (micro over claims and
@@ -22,6 +25,7 @@ Usage::
 
     .venv/bin/python benchmarks/relevance_auc.py      # writes the probe this script reads
     .venv/bin/python benchmarks/loose_ablation.py     # ~5 min on 2 CPU cores
+    .venv/bin/python benchmarks/loose_ablation.py --scorers attention --limit 2 --mcq-limit 2 --out /tmp/a.json
 """
 
 from __future__ import annotations
@@ -36,10 +40,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relevance_auc import machine_info  # noqa: E402
 
 LAMS = (0.3, 0.5, 0.7, 0.9)
+SCORERS = ("cosine", "probe", "attention")
+#: method-name tag of each scorer's LVSpec variants
+TAGS = {"cosine": "", "probe": "[probe]", "attention": "[attn]"}
+
+
+def best_attention(auc_json: str, num_layers: int) -> tuple[int, str, float | None]:
+    """(relevance layer, score row, offline AUC) of the best ``attn`` scorer in relevance_auc.json.
+
+    The AUC file names the attention of decoder layer j ``attn|row|L{j+1}``, which is the
+    adapters' ``relevance_layer`` j+1 (``HFVideoTarget.attention_layer``). Without the file:
+    the middle layer and the token row (the adapters' defaults).
+    """
+    path = Path(auc_json)
+    if path.is_file():
+        summary = json.loads(path.read_text()).get("summary", [])
+        attn = [r for r in summary if r.get("scorer") == "attn" and r.get("target", {}).get("best_key")]
+        if attn:
+            best = max(attn, key=lambda r: r["target"]["generated"])
+            _, row, layer = best["target"]["best_key"].split("|")
+            return int(layer.lstrip("L")), row, best["target"]["generated"]
+    return num_layers // 2, "token", None
 
 
 class TimedScorer:
-    """Wraps a relevance scorer and accumulates the seconds spent in ``score``."""
+    """Wraps a relevance scorer and accumulates the seconds spent in ``score``.
+
+    The attention scorer's work happens in the target's verify pass (``HFVideoTarget.
+    _attention_output``, timed by :func:`time_target_relevance`); that time is parked in
+    :attr:`pending` and charged to the scorer that reads it (the next ``score`` call).
+    """
+
+    pending = [0.0]
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -51,9 +83,24 @@ class TimedScorer:
     def score(self, out, state):
         t = time.perf_counter()
         s = self.inner.score(out, state)
-        self.seconds += time.perf_counter() - t
+        self.seconds += time.perf_counter() - t + TimedScorer.pending[0]
+        TimedScorer.pending[0] = 0.0
         self.calls += 1
         return s
+
+
+def time_target_relevance(target) -> None:
+    """Time the adapter's attention-mass computation (added to the next ``TimedScorer.score``)."""
+    inner = target._attention_output
+
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        r = inner(*args, **kwargs)
+        if r is not None:
+            TimedScorer.pending[0] += time.perf_counter() - t
+        return r
+
+    target._attention_output = timed
 
 
 def interp(x: float, xs: list[float], ys: list[float]) -> float | None:
@@ -92,8 +139,22 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--mcq-new-tokens", type=int, default=8)
     ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--scorers", default=",".join(SCORERS),
+                    help=f"comma-separated relevance scorers of the LVSpec variants ({', '.join(SCORERS)})")
+    ap.add_argument("--auc", default="benchmarks/results/relevance_auc.json",
+                    help="relevance_auc.py results: the attention scorer's layer and row default to its best attn key")
+    ap.add_argument("--attention-layer", type=int, default=None,
+                    help="attention scorer: hidden-state index whose producing layer's attention is read "
+                         "(default: best attn layer of --auc, else the middle layer)")
+    ap.add_argument("--attention-row", choices=("token", "predictor"), default=None,
+                    help="attention scorer: which row judges d_i (default: best attn row of --auc, else token)")
+    ap.add_argument("--attention-heads", choices=("mean", "max"), default="mean")
     ap.add_argument("--out", default="benchmarks/results/loose_ablation.json")
     args = ap.parse_args()
+    scorers = [x.strip() for x in args.scorers.split(",") if x.strip()]
+    unknown = sorted(set(scorers) - set(SCORERS))
+    if unknown or not scorers:
+        ap.error(f"--scorers: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(SCORERS)}")
     t_start = time.perf_counter()
     data = Path(args.data)
 
@@ -102,23 +163,37 @@ def main() -> None:
     tok = target.tokenizer
     probe_meta = {}
     target_p = None
-    if args.probe and Path(args.probe).is_file():
+    if "probe" in scorers and args.probe and Path(args.probe).is_file():
         with safe_open(args.probe, framework="pt") as f:
             probe_meta = dict(f.metadata() or {})
         layer = int(probe_meta.get("layer", target.relevance_layer))
         target_p = target if layer == target.relevance_layer else load_target(
             args.target, device="cpu", relevance_layer=layer)
-    else:
+    elif "probe" in scorers:
         print(f"no probe at {args.probe}: run benchmarks/relevance_auc.py first; probe variants skipped")
+    target_a, attn_meta, aopt = None, None, {}
+    if "attention" in scorers:
+        a_layer, a_row, a_auc = best_attention(args.auc, target.num_layers)
+        a_layer = a_layer if args.attention_layer is None else args.attention_layer
+        a_row = a_row if args.attention_row is None else args.attention_row
+        target_a = target if a_layer == target.relevance_layer else load_target(
+            args.target, device="cpu", relevance_layer=a_layer)
+        aopt = {"scorer": "attention", "attention_heads": args.attention_heads, "score_row": a_row}
+        time_target_relevance(target_a)
+        attn_meta = {"relevance_layer": a_layer, "decoder_layer": target_a.attention_layer, "row": a_row,
+                     "heads": args.attention_heads, "offline_auc_generated": a_auc, "auc_file": args.auc}
 
     decs: dict[str, SpeculativeDecoder] = {}
     decs["ar"] = build_decoder("ar", target=target)
     decs["sd"] = build_decoder("sd", target=target, draft=draft, k=args.k)
-    for lam in LAMS:
-        decs[f"lvspec λ={lam}"] = build_decoder("lvspec", target=target, draft=draft, k=args.k, loose={"lam": lam})
-    decs["lvspec-pst λ=0.7"] = build_decoder("lvspec-pst", target=target, draft=draft, k=args.k, loose={"lam": 0.7})
-    decs["lvspec-pst λ=0.7 no-protect"] = build_decoder("lvspec-pst", target=target, draft=draft, k=args.k,
-                                                        loose={"lam": 0.7, "protect": False})
+    if "cosine" in scorers:
+        for lam in LAMS:
+            decs[f"lvspec λ={lam}"] = build_decoder("lvspec", target=target, draft=draft, k=args.k,
+                                                   loose={"lam": lam})
+        decs["lvspec-pst λ=0.7"] = build_decoder("lvspec-pst", target=target, draft=draft, k=args.k,
+                                                 loose={"lam": 0.7})
+        decs["lvspec-pst λ=0.7 no-protect"] = build_decoder("lvspec-pst", target=target, draft=draft, k=args.k,
+                                                            loose={"lam": 0.7, "protect": False})
     decs["fly"] = build_decoder("fly", target=target, draft=draft)
     for lam in LAMS:
         v = build_verifier("random", rate=lam, tokenizer=tok)
@@ -132,12 +207,24 @@ def main() -> None:
                                                       loose={"lam": 0.7, **popt})
         decs["lvspec-pst[probe] λ=0.7 no-protect"] = build_decoder(
             "lvspec-pst", target=target_p, draft=draft, k=args.k, loose={"lam": 0.7, "protect": False, **popt})
+    if target_a is not None:  # attention mass, computed by the target in each verify pass
+        for lam in LAMS:
+            decs[f"lvspec[attn] λ={lam}"] = build_decoder("lvspec", target=target_a, draft=draft, k=args.k,
+                                                        loose={"lam": lam, **aopt})
+        decs["lvspec-pst[attn] λ=0.7"] = build_decoder("lvspec-pst", target=target_a, draft=draft, k=args.k,
+                                                     loose={"lam": 0.7, **aopt})
+        decs["lvspec-pst[attn] λ=0.7 no-protect"] = build_decoder(
+            "lvspec-pst", target=target_a, draft=draft, k=args.k, loose={"lam": 0.7, "protect": False, **aopt})
     decs["sparrow"] = build_decoder("sparrow", target=target, draft=args.sparrow, k=args.k)
-    decs["sparrow-lvspec-pst λ=0.7"] = build_decoder("sparrow-lvspec-pst", target=target, draft=args.sparrow,
-                                                     k=args.k, loose={"lam": 0.7})
+    if "cosine" in scorers:
+        decs["sparrow-lvspec-pst λ=0.7"] = build_decoder("sparrow-lvspec-pst", target=target, draft=args.sparrow,
+                                                         k=args.k, loose={"lam": 0.7})
     if target_p is not None:
         decs["sparrow-lvspec-pst[probe] λ=0.7"] = build_decoder(
             "sparrow-lvspec-pst", target=target_p, draft=args.sparrow, k=args.k, loose={"lam": 0.7, **popt})
+    if target_a is not None:
+        decs["sparrow-lvspec-pst[attn] λ=0.7"] = build_decoder(
+            "sparrow-lvspec-pst", target=target_a, draft=args.sparrow, k=args.k, loose={"lam": 0.7, **aopt})
     timers: dict[str, TimedScorer] = {}
     for name, d in decs.items():
         if hasattr(d.verifier, "scorer"):
@@ -191,7 +278,8 @@ def main() -> None:
             a["true"] += sum(c.true for c in j.claims)
             a["found"] += sum(j.facts_found.values())
             a["facts"] += sum(j.facts_total.values())
-            if i < 3 and name in ("ar", "lvspec-pst λ=0.7", "fly", "random rate=0.7", "lvspec-pst[probe] λ=0.7"):
+            if i < 3 and name in ("ar", "lvspec-pst λ=0.7", "fly", "random rate=0.7", "lvspec-pst[probe] λ=0.7",
+                                  "lvspec-pst[attn] λ=0.7"):
                 ex[name] = res.text
         if i < 3:
             examples.append(ex)
@@ -233,13 +321,13 @@ def main() -> None:
     # ---- targets ----
     sd_tau = results["sd"]["tau"]
     checks = {}
-    for key in ("lvspec-pst λ=0.7", "lvspec-pst[probe] λ=0.7"):
+    for key in ("lvspec-pst λ=0.7", "lvspec-pst[probe] λ=0.7", "lvspec-pst[attn] λ=0.7"):
         if key in results:
             r_ = results[key]
             checks[f"{key}: precision >= 99.5% of AR"] = {
                 "value": r_["retention_precision"], "met": (r_["retention_precision"] or 0) >= 0.995}
             checks[f"{key}: tau >= 2x strict sd"] = {"value": r_["tau"] / sd_tau, "met": r_["tau"] >= 2 * sd_tau}
-    for scorer_tag in ("", "[probe]"):
+    for scorer_tag in TAGS.values():
         names = ["sd"] + [f"lvspec{scorer_tag} λ={lam}" for lam in LAMS]
         if not all(n in results for n in names):
             continue
@@ -264,10 +352,12 @@ def main() -> None:
         "machine": machine_info(),
         "data": str(data), "split": args.split, "style": args.style, "captions": len(rows), "mcqs": len(mcqs),
         "k": args.k, "max_new_tokens": args.max_new_tokens, "greedy": True, "batch": 1,
+        "scorers": scorers,
         "probe": {"path": args.probe, **probe_meta} if target_p is not None else None,
+        "attention": attn_meta,
         "conventions": "tau incl. bonus (AR=1); DSR = AR decode s / method decode s (prefill excluded); ESR = wall "
                        "incl. prefill; retention = precision / AR precision on the same samples; relevance share = "
-                       "seconds in scorer.score / decode seconds",
+                       "seconds in scorer.score (attention: + the target's attention-mass computation) / decode seconds",
         "methods": results, "targets": checks, "examples": examples, "mcq_ar_examples": mcq_ar_answers,
         "seconds": {"captions": t_captions, "total": time.perf_counter() - t_start},
     }

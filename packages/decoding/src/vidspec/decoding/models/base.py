@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,12 @@ from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import Request, TargetState, VerifyOutput, VideoClip
 
 log = logging.getLogger(__name__)
+
+#: ``need`` names of the attention mass on visual positions (``VerifyOutput.attn_to_visual``),
+#: averaged or maxed over heads (the same strings as ``verifiers.relevance.NEED_ATTN*``).
+NEED_ATTN_MEAN = "attn_to_visual"
+NEED_ATTN_MAX = "attn_to_visual_max"
+_NEED_ATTN = frozenset({NEED_ATTN_MEAN, NEED_ATTN_MAX})
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
 
@@ -60,6 +68,66 @@ def _cache_kwarg(module: torch.nn.Module) -> str:
     return _cache_kwarg_of(type(module))
 
 
+def _rotate_query(attn: torch.nn.Module, q: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Apply the attention module's own rotary embedding (from its modeling file) to ``q``.
+
+    transformers 5.24 folds Qwen2.5-VL's M-RoPE sections into the rotary embedding's cos/sin and
+    applies them with the plain ``apply_rotary_pos_emb``; earlier 5.x releases kept
+    ``apply_multimodal_rotary_pos_emb(q, k, cos, sin, mrope_section)``. Both are handled.
+    """
+    mod = sys.modules[type(attn).__module__]
+    multimodal = getattr(mod, "apply_multimodal_rotary_pos_emb", None)
+    if multimodal is not None:
+        params = getattr(attn.config, "rope_parameters", None) or getattr(attn, "rope_scaling", None) or {}
+        q_rot, _ = multimodal(q, q, cos, sin, params["mrope_section"])
+        return q_rot
+    q_rot, _ = mod.apply_rotary_pos_emb(q, q, cos, sin)
+    return q_rot
+
+
+def attention_to_visual(attn: torch.nn.Module, hidden: torch.Tensor,
+                        position_embeddings: tuple[torch.Tensor, torch.Tensor], keys: torch.Tensor,
+                        visible: torch.Tensor, visual_positions: torch.Tensor, heads: str = "mean") -> torch.Tensor:
+    """Attention probability mass each query row puts on the visual key positions, at one layer.
+
+    Recomputes the layer's queries from its (normed) input and attends to the keys that the
+    layer has just written to the KV cache, exactly as HF's eager attention does
+    (``softmax(q k^T * scaling + mask)``), in float32, without materialising the GQA repeat.
+
+    Args:
+        attn: the decoder layer's self-attention module (``q_proj``, ``head_dim``, ``scaling``).
+        hidden: ``(1, n, d)`` the attention module's input hidden states.
+        position_embeddings: the ``(cos, sin)`` the module received.
+        keys: ``(1, H_kv, T, D)`` the layer's cached keys (post-RoPE), the n new ones included.
+        visible: ``(n, T) bool`` which keys each row may attend to.
+        visual_positions: ``(L_vis,) int64`` cache positions of the visual tokens.
+        heads: "mean" or "max" over the attention heads.
+
+    Returns:
+        ``(n,) float32`` in [0, 1].
+    """
+    n = hidden.shape[1]
+    head_dim = attn.head_dim
+    q = attn.q_proj(hidden).view(1, n, -1, head_dim)
+    if hasattr(attn, "q_norm"):  # families with a per-head query norm (Qwen3 style)
+        q = attn.q_norm(q)
+    q = q.transpose(1, 2)
+    cos, sin = position_embeddings
+    q = _rotate_query(attn, q, cos, sin)  # (1, H, n, D)
+    h, h_kv, t = q.shape[1], keys.shape[1], keys.shape[2]
+    groups = h // h_kv  # HF's repeat_kv: query head i reads kv head i // groups
+    qg = q[0].float().reshape(h_kv, groups * n, head_dim)
+    scores = (qg @ keys[0].float().transpose(-1, -2)).reshape(h, n, t) * attn.scaling
+    window = getattr(attn, "sliding_window", None)
+    if window:
+        q_pos = torch.arange(t - n, t, device=visible.device)[:, None]
+        visible = visible & (q_pos - torch.arange(t, device=visible.device)[None] < window)
+    scores = scores.masked_fill(~visible[None], float("-inf"))
+    probs = torch.softmax(scores, dim=-1)
+    mass = probs[:, :, visual_positions.to(probs.device)].sum(-1)  # (H, n)
+    return (mass.amax(0) if heads == "max" else mass.mean(0)).clamp_(0.0, 1.0)
+
+
 @dataclass
 class VisualInputs:
     """What a family's preprocessing makes from a clip.
@@ -84,13 +152,17 @@ class HFVideoTarget:
         name: where it came from (hub id, directory or built-in name).
         relevance_layer: hidden-state index used for visual relevance (``None``: the middle
             layer, ``num_layers // 2``). Index 0 is the embeddings, i the output of layer i.
+            The attention-mass outputs use the attention of the layer that outputs hidden state
+            ``relevance_layer`` (decoder layer ``relevance_layer - 1``, the ``attn|...|L{i}``
+            naming of ``benchmarks/relevance_auc.py``); index 0 has no attention and uses the first layer.
         max_frames: frames sampled from a video file by :meth:`read_video`.
     """
 
     family: str = "base"
     video_token: str = ""
-    #: The ``need`` names :meth:`verify` honours (no ``attn_to_visual``: attention is not computed).
-    provides: frozenset[str] = frozenset({"last", "penult", "mid"})
+    #: The ``need`` names :meth:`verify` honours. ``attn_to_visual`` / ``attn_to_visual_max``: the
+    #: attention mass on visual positions (mean / max over heads) of :attr:`attention_layer`.
+    provides: frozenset[str] = frozenset({"last", "penult", "mid", NEED_ATTN_MEAN, NEED_ATTN_MAX})
 
     def __init__(self, model, tokenizer, name: str, relevance_layer: int | None = None, max_frames: int = 8):
         self.model = model
@@ -111,6 +183,69 @@ class HFVideoTarget:
         unk = tokenizer.unk_token_id
         self.eos_token_ids = frozenset(int(e) for e in eos if e is not None and e != unk)
         self.video_token_id: int = tokenizer.convert_tokens_to_ids(self.video_token)
+
+    @property
+    def attention_layer(self) -> int:
+        """0-based decoder layer whose attention the ``attn_to_visual`` outputs read.
+
+        The layer that outputs hidden state ``relevance_layer`` (``relevance_layer - 1``; the
+        first layer for ``relevance_layer`` 0).
+        """
+        return max(self.relevance_layer, 1) - 1
+
+    @contextmanager
+    def _capture_attention_input(self, need: frozenset[str]):
+        """While active, record the attention module's input of :attr:`attention_layer`.
+
+        Yields a dict that gets ``hidden`` and ``position_embeddings`` during the forward pass
+        (empty when ``need`` asks for no attention output: then no hook is installed).
+        """
+        captured: dict[str, Any] = {}
+        if not need & _NEED_ATTN:
+            yield captured
+            return
+        if NEED_ATTN_MEAN in need and NEED_ATTN_MAX in need:
+            raise ValueError(f"need both {NEED_ATTN_MEAN!r} and {NEED_ATTN_MAX!r}: one attn_to_visual field")
+        attn = self.model.model.language_model.layers[self.attention_layer].self_attn
+
+        def hook(module, args, kwargs):
+            captured["hidden"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+            pe = kwargs.get("position_embeddings")
+            if pe is None and len(args) > 1:
+                pe = args[1]
+            captured["position_embeddings"] = pe
+
+        handle = attn.register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            yield captured
+        finally:
+            handle.remove()
+
+    def _attention_output(self, state: TargetState, captured: dict[str, Any], need: frozenset[str],
+                          new_visible: torch.Tensor | None = None) -> torch.Tensor | None:
+        """``VerifyOutput.attn_to_visual`` of the pass just run (None when not asked for).
+
+        Args:
+            new_visible: ``(n, n) bool`` which new keys each new row sees (None: causal).
+        """
+        if not need & _NEED_ATTN:
+            return None
+        layer = self.attention_layer
+        attn = self.model.model.language_model.layers[layer].self_attn
+        hidden = captured["hidden"]
+        n = hidden.shape[1]
+        keys = state.cache.layers[layer].keys
+        t = keys.shape[-2]
+        if t != state.length:  # e.g. a sliding-window cache layer that dropped old (visual) keys
+            raise RuntimeError(f"{self.family}: layer {layer} caches {t} keys for {state.length} positions; "
+                               "the attention mass on visual positions needs them all")
+        dev = keys.device
+        if new_visible is None:
+            new_visible = torch.ones(n, n, dtype=torch.bool, device=dev).tril()
+        visible = torch.cat([torch.ones(n, t - n, dtype=torch.bool, device=dev), new_visible.to(dev)], dim=1)
+        vis = state.visual_positions if state.visual_positions is not None else torch.zeros(0, dtype=torch.long)
+        heads = "max" if NEED_ATTN_MAX in need else "mean"
+        return attention_to_visual(attn, hidden, captured["position_embeddings"], keys, visible, vis, heads)
 
     # ---- family hooks -------------------------------------------------------------------------
     def prompt_parts(self, request: Request) -> tuple[str, str]:
@@ -226,7 +361,8 @@ class HFVideoTarget:
         embeds = self.model.get_input_embeddings()(input_ids)
         positions = self.step_positions(state, len(tokens))
         want_hidden = bool(need & {"penult", "mid"})
-        out = self._lm(embeds, positions, state.cache, want_hidden)
+        with self._capture_attention_input(need) as captured:
+            out = self._lm(embeds, positions, state.cache, want_hidden)
         state.length += len(tokens)
         h_last = out.last_hidden_state[0]
         logits = self.model.lm_head(h_last).float()
@@ -236,6 +372,7 @@ class HFVideoTarget:
             hidden_last=h_last if "last" in need else None,
             hidden_penult=hs[-2][0] if hs is not None and "penult" in need else None,
             hidden_mid=hs[state.relevance_layer][0] if hs is not None and "mid" in need else None,
+            attn_to_visual=self._attention_output(state, captured, need),
         )
 
     def rollback(self, state: TargetState, length: int) -> None:
@@ -271,7 +408,8 @@ class HFVideoTarget:
         mask = mask.masked_fill(~visible, torch.finfo(embeds.dtype).min)[None, None]
         positions = self.step_positions(state, 1) + torch.tensor(depth, device=dev)
         want_hidden = bool(need & {"penult", "mid"})
-        out = self._lm(embeds, positions, state.cache, want_hidden, attention_mask=mask)
+        with self._capture_attention_input(need) as captured:
+            out = self._lm(embeds, positions, state.cache, want_hidden, attention_mask=mask)
         state.length += n
         state.extra["tree_base"] = base
         h_last = out.last_hidden_state[0]
@@ -281,6 +419,7 @@ class HFVideoTarget:
             hidden_last=h_last if "last" in need else None,
             hidden_penult=hs[-2][0] if hs is not None and "penult" in need else None,
             hidden_mid=hs[state.relevance_layer][0] if hs is not None and "mid" in need else None,
+            attn_to_visual=self._attention_output(state, captured, need, anc.to(dev)),
         )
 
     @torch.inference_mode()

@@ -404,7 +404,7 @@ class LVSpecVerifier:
 
     Attributes:
         name: "lvspec" or "lvspec-pst".
-        need: the scorer's need (cosine: ``{"mid"}``; attention: ``{"attn_to_visual"}``).
+        need: the scorer's need (cosine: ``{"mid"}``; attention: ``{"attn_to_visual"}`` or ``{"attn_to_visual_max"}``).
         config: the options.
         scorer: the relevance scorer.
         protected: token ids always verified strictly.

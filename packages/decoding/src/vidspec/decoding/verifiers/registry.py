@@ -40,6 +40,7 @@ from vidspec.decoding.verifiers.lvspec import (
     protected_token_ids,
 )
 from vidspec.decoding.verifiers.relevance import (
+    AttentionMassConfig,
     AttentionMassScorer,
     CosineTopNConfig,
     CosineTopNScorer,
@@ -63,12 +64,15 @@ class RelevanceOptions:
         top_n: N of the cosine scorer.
         probe_path: safetensors file written by ``ProbeScorer.save`` (scorer "probe").
         scorer_seed: seed of the random scorer.
+        attention_heads: scorer "attention": "mean" or "max" of the per-head masses. The layer
+            is the target's ``relevance_layer`` (``load_target(..., relevance_layer=)``).
     """
 
     scorer: Literal["cosine", "attention", "probe", "random"] = "cosine"
     top_n: int = 10
     probe_path: str | None = None
     scorer_seed: int = 0
+    attention_heads: Literal["mean", "max"] = "mean"
 
     def __post_init__(self) -> None:
         if self.scorer not in ("cosine", "attention", "probe", "random"):
@@ -76,13 +80,14 @@ class RelevanceOptions:
         if self.scorer == "probe" and not self.probe_path:
             raise ConfigError("scorer='probe' needs probe_path=")
         CosineTopNConfig(self.top_n)  # validates top_n
+        AttentionMassConfig(self.attention_heads)  # validates attention_heads
 
     def build(self) -> RelevanceScorer:
         """The scorer these options describe."""
         if self.scorer == "cosine":
             return CosineTopNScorer(CosineTopNConfig(self.top_n))
         if self.scorer == "attention":
-            return AttentionMassScorer()
+            return AttentionMassScorer(AttentionMassConfig(self.attention_heads))
         if self.scorer == "probe":
             assert self.probe_path is not None
             return ProbeScorer.load(self.probe_path)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -30,8 +30,10 @@ import torch.nn.functional as F
 from vidspec.decoding.errors import ConfigError, ModelError
 from vidspec.decoding.types import TargetState, VerifyOutput
 
-#: ``need`` name of the attention-mass output (``VerifyOutput.attn_to_visual``).
+#: ``need`` name of the attention-mass output (``VerifyOutput.attn_to_visual``), mean over heads.
 NEED_ATTN = "attn_to_visual"
+#: ``need`` name of the same output with the max over heads instead of the mean.
+NEED_ATTN_MAX = "attn_to_visual_max"
 #: ``need`` name of the relevance-layer hidden states (``VerifyOutput.hidden_mid``).
 NEED_MID = "mid"
 
@@ -143,24 +145,48 @@ class CosineTopNScorer:
         return sim.topk(n, dim=-1).values.float().mean(-1).to(out.logits.device)
 
 
+@dataclass(frozen=True)
+class AttentionMassConfig:
+    """Options of the attention-mass relevance score.
+
+    Attributes:
+        heads: how the per-head masses are combined: "mean" (as ``benchmarks/relevance_auc.py``)
+            or "max" (the most visually attentive head).
+    """
+
+    heads: Literal["mean", "max"] = "mean"
+
+    def __post_init__(self) -> None:
+        if self.heads not in ("mean", "max"):
+            raise ConfigError(f"attention heads must be mean or max, got {self.heads!r}")
+
+
 class AttentionMassScorer:
     """s_i = share of the target's attention from row i that lands on visual positions.
 
-    Reads ``out.attn_to_visual`` ``(K+1,)``, which the target computes (layer and head
-    averaging are the adapter's business). Without a video every score is 0.
+    Reads ``out.attn_to_visual`` ``(K+1,)``: for each verified row, the softmax probability mass
+    that the row's query puts on the visual key positions, at the target's relevance layer
+    (the eager adapters: the attention of the layer that outputs hidden state
+    ``relevance_layer``, see ``HFVideoTarget.attention_layer``), combined over heads by
+    ``config.heads``. The target computes it in the verify pass (``need`` ``attn_to_visual`` or
+    ``attn_to_visual_max``); a target that cannot (``FastTarget``) is refused when the decoder
+    is built. Scores lie in [0, 1]; without a video every score is 0.
     """
 
     name = "attention"
-    need: frozenset[str] = frozenset({NEED_ATTN})
+
+    def __init__(self, config: AttentionMassConfig | None = None) -> None:
+        self.config = config or AttentionMassConfig()
+        self.need: frozenset[str] = frozenset({NEED_ATTN_MAX if self.config.heads == "max" else NEED_ATTN})
 
     def score(self, out: VerifyOutput, state: TargetState) -> torch.Tensor:
-        """Attention mass on visual positions of each row, ``(K+1,) float32``."""
+        """Attention mass on visual positions of each row, ``(K+1,) float32`` in [0, 1]."""
         if out.attn_to_visual is None:
             no_video = state.visual_positions is None or state.visual_positions.numel() == 0
             if no_video and not _has_video(state):
                 return _zeros(out)
-        a = _require(out.attn_to_visual, "attn_to_visual", NEED_ATTN)
-        return a.float().to(out.logits.device)
+        a = _require(out.attn_to_visual, "attn_to_visual", next(iter(self.need)))
+        return a.float().clamp(0.0, 1.0).to(out.logits.device)
 
 
 class RandomScorer:
