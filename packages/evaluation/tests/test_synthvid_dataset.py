@@ -191,3 +191,39 @@ def test_split_assignment_is_disjoint_and_complete():
         ds_mod.assign_splits(50, {"train": 0.5, "test": 0.5}, 1)["test"],
         ds_mod.assign_splits(50, {"train": 0.5, "test": 0.5}, 1)["test"],
     )
+
+
+def test_a_video_keeps_its_split_when_the_dataset_grows():
+    shares = {"train": 0.8, "validation": 0.1, "test": 0.1}
+    for seed in (0, 1, 5):
+        big = ds_mod.assign_splits(1000, shares, seed)
+        split_of = {i: name for name, idx in big.items() for i in idx}
+        for n in (1, 7, 12, 50, 333):
+            small = ds_mod.assign_splits(n, shares, seed)
+            assert {i: name for name, idx in small.items() for i in idx} == {i: split_of[i] for i in range(n)}, (seed, n)
+
+
+def test_split_shares_are_met_closely_at_every_size():
+    shares = {"train": 0.8, "validation": 0.1, "test": 0.1}
+    for seed in range(5):
+        counts = dict.fromkeys(shares, 0)
+        for i in range(2000):
+            counts[ds_mod.split_of(seed, i, shares)] += 1
+            if i + 1 >= 13:
+                # Every split is non-empty from 13 videos on, and no share is off by more than 4 videos.
+                assert all(abs(counts[k] - (i + 1) * v) <= 4 for k, v in shares.items()), (seed, i, counts)
+    # The order the shares are written in does not matter; a zero share gets no video.
+    a = ds_mod.assign_splits(100, {"test": 0.5, "train": 0.5}, 3)
+    assert a == ds_mod.assign_splits(100, {"train": 0.5, "test": 0.5}, 3)
+    assert ds_mod.assign_splits(50, {"train": 1.0, "test": 0.0}, 3) == {"train": list(range(50)), "test": []}
+
+
+def test_grown_dataset_keeps_videos_in_their_splits(tmp_path):
+    small = SynthVidConfig(num_videos=8, seed=2, frames=2, size="48x48", mcq_per_video=0, open_per_video=0)
+    grown = SynthVidConfig(**{**small.__dict__, "num_videos": 20})
+    where = []
+    for cfg, name in ((small, "small"), (grown, "grown")):
+        caps = datasets.load_from_disk(str(generate_synthvid(tmp_path / name, cfg, progress=False)))
+        where.append({vid: split for split in caps for vid in caps[split]["videoID"]})
+    assert where[0] == {vid: where[1][vid] for vid in where[0]}
+    assert len(where[1]) == 20

@@ -11,7 +11,9 @@ Layout of ``DIR`` (all video paths in the tables are relative to ``DIR``)::
     DIR/tokenizer/                  the SynthVid tokenizer (PreTrainedTokenizerFast)
 
 ``datasets.load_from_disk(DIR)`` gives the captions, ``load_from_disk(DIR / "mcq")`` the
-multiple-choice questions. Each video is its own scene and belongs to exactly one split.
+multiple-choice questions. Each video is its own scene and belongs to exactly one split, a
+function of (seed, index) alone (:func:`split_of`): a dataset grown from N to M videos keeps the
+first N videos in the splits they had.
 
 Video i is generated from ``SeedSequence([seed, i])`` alone, so the output does not depend on the
 number of workers, and the same seed gives the same text and the same mp4 bytes. Generation
@@ -63,7 +65,8 @@ class SynthVidConfig:
         max_objects: most objects per scene (1-5); overrides the preset.
         distractors: background clutter specks per video; overrides the preset.
         split: share of videos per split, e.g. "train=0.8,validation=0.1,test=0.1", or one split
-            name ("test") to put every video in that split.
+            name ("test") to put every video in that split. A video's split depends on the seed,
+            its index and the shares, never on num_videos; shares hold to within about 3 videos.
         styles: caption style or mixture, e.g. "uniform" or "alpha:1,beta:1" (one style drawn per
             caption).
         captions_per_video: caption rows per video (each with its own wording).
@@ -155,18 +158,46 @@ class SynthVidConfig:
         return {k: v / total for k, v in shares.items()}
 
 
+#: How videos are assigned to splits; recorded in the manifest (datasets without it used the
+#: earlier rule, a seeded permutation of all N indices, under which a video's split depended on N).
+SPLIT_RULE = "golden-ratio-v1"
+_GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio (odd): the Fibonacci hashing multiplier
+_ONE = 1 << 64
+
+
+def _split_point(seed: int, index: int) -> int:
+    """Video ``index``'s point in [0, 2**64): a seeded offset plus index times 2**64 / golden ratio.
+
+    A function of (seed, index) alone, so growing a dataset never moves a video to another split.
+    The points of indices 0..N-1 are spread evenly (a golden-ratio sequence), so every split gets
+    its share of any N to within about 3 videos, much closer than independent random draws.
+    """
+    offset = int.from_bytes(hashlib.sha256(f"synthvid-split:{seed}".encode()).digest()[:8], "little")
+    return (offset + index * _GOLDEN) % _ONE
+
+
+def split_of(seed: int, index: int, shares: dict[str, float]) -> str:
+    """The split of video ``index`` (depends on seed, index and the shares, never on N)."""
+    names = [n for n in SPLIT_NAMES if shares.get(n, 0) > 0]
+    if not names:
+        raise ConfigError(f"no split has a positive share: {shares}")
+    point, edge = _split_point(seed, index), 0.0
+    for name in names[:-1]:
+        edge += shares[name]
+        if point < int(edge * _ONE):
+            return name
+    return names[-1]
+
+
 def assign_splits(num_videos: int, shares: dict[str, float], seed: int) -> dict[str, list[int]]:
-    """Disjoint sets of video indices per split (largest-remainder rounding, seeded shuffle)."""
-    names = list(shares)
-    raw = [shares[n] * num_videos for n in names]
-    counts = [int(r) for r in raw]
-    for k in sorted(range(len(names)), key=lambda k: -(raw[k] - counts[k]))[: num_videos - sum(counts)]:
-        counts[k] += 1
-    perm = np.random.default_rng([seed, 0x5B117]).permutation(num_videos)
-    out, start = {}, 0
-    for n, c in zip(names, counts):
-        out[n] = sorted(int(i) for i in perm[start : start + c])
-        start += c
+    """Disjoint sets of video indices per split (every share's name present, possibly empty).
+
+    Video i's split is :func:`split_of` ``(seed, i, shares)``: adding videos never moves one to
+    another split. Shares are met to within about 3 videos at any N (not exactly).
+    """
+    out: dict[str, list[int]] = {n: [] for n in shares}
+    for i in range(num_videos):
+        out[split_of(seed, i, shares)].append(i)
     return out
 
 
@@ -337,6 +368,7 @@ def generate_synthvid(out_dir: str | Path, config: SynthVidConfig, progress: boo
             "config": asdict(config),
             "world": asdict(world),
             "splits": {name: len(idx) for name, idx in splits.items()},
+            "split_rule": SPLIT_RULE,
             "rows": {kind: {n: len(d) for n, d in t.items()} for kind, t in tables.items()},
             "command": "vidspec data synthvid",
         }
