@@ -110,3 +110,30 @@ def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_data
     # --out a file, or under a file: one line, not a NotADirectoryError traceback.
     assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out / "README.md")]) == 2
     assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out / "README.md" / "x")]) == 2
+
+
+@pytest.mark.parametrize("content,words", [
+    ({"vidspec": {"module": "no_such_pkg.mod.Module"}, "state_dict": {}}, ["cannot import", "no_such_pkg.mod.Module"]),
+    ({"vidspec": {"module": "vidspec.draft_training.sft.NoSuchModule"}, "state_dict": {}},
+     ["does not exist", "NoSuchModule"]),
+    ({"vidspec": {"module": "NoDots"}, "state_dict": {}}, ["NoDots", "not a dotted class path"]),
+    ({"vidspec": "x"}, ["not a vidspec training checkpoint"]),
+    ({"vidspec": {"module": "vidspec.draft_training.sft.VLMSFTModule"}, "state_dict": {},
+      "hyper_parameters": {"bogus": 1}}, ["cannot rebuild", "bogus"]),
+    ({"vidspec": {"module": "vidspec.draft_training.sft.VLMSFTModule"}}, ["no 'state_dict'"]),
+    (b"not a checkpoint\n", ["cannot read checkpoint"]),
+    (b"", ["cannot read checkpoint"]),
+])
+def test_export_of_a_foreign_checkpoint_is_one_line(tmp_path, capsys, content, words):
+    import torch
+
+    ckpt = tmp_path / "x.ckpt"
+    if isinstance(content, bytes):
+        ckpt.write_bytes(content)
+    else:
+        torch.save(content, ckpt)
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "release")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(ckpt) in err[0] and all(w in err[0] for w in words), err
+    assert not (tmp_path / "release").exists()
+

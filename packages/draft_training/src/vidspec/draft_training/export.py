@@ -159,24 +159,48 @@ def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
     """Rebuild the LightningModule a ``vidspec train`` checkpoint came from (class from the checkpoint).
 
     Raises:
-        ConfigError: missing or foreign checkpoint.
+        ConfigError: missing or foreign checkpoint, a module class that cannot be imported (e.g. its
+            package is not installed), or weights/hyperparameters that do not fit that class.
     """
+    from vidspec.decoding.cli import one_line
+
     path = Path(ckpt_path)
     if not path.is_file():
         raise ConfigError(f"checkpoint not found: {path}")
     try:
         ckpt = torch.load(str(path), map_location=map_location, weights_only=False)
     except Exception as e:  # corrupt or not a torch file
-        raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
+        raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {one_line(e, 'unreadable')}") from None
     info = ckpt.get("vidspec") if isinstance(ckpt, dict) else None
-    if not info or "module" not in info:
+    if not isinstance(info, dict) or "module" not in info:
         raise ConfigError(f"{path} is not a vidspec training checkpoint (no 'vidspec' entry)")
-    mod_name, _, cls_name = info["module"].rpartition(".")
-    cls = getattr(importlib.import_module(mod_name), cls_name)
+    target = info["module"]
+    mod_name, _, cls_name = str(target).rpartition(".")
+    if not mod_name or not cls_name:
+        raise ConfigError(f"{path}: its module class {target!r} is not a dotted class path")
+    try:
+        cls = getattr(importlib.import_module(mod_name), cls_name)
+    except ImportError as e:  # ModuleNotFoundError included; also a failing import inside that module
+        raise ConfigError(f"{path}: cannot import its module class {target} ({type(e).__name__}: "
+                          f"{one_line(e, 'import failed')}); install the package that defines it") from None
+    except AttributeError:
+        raise ConfigError(f"{path}: its module class {target} does not exist ({mod_name} has no {cls_name!r}; "
+                          f"renamed or removed since the checkpoint was written?)") from None
+    if not isinstance(cls, type):
+        raise ConfigError(f"{path}: its module class {target} is not a class")
+    if "state_dict" not in ckpt:
+        raise ConfigError(f"{path} is not a vidspec training checkpoint (no 'state_dict')")
     # LightningCLI adds private keys (``_class_path``, ``_instantiator``) to the hyperparameters.
-    hparams = {k: v for k, v in ckpt.get("hyper_parameters", {}).items() if not k.startswith("_")}
-    module = cls(**hparams)
-    module.load_state_dict(ckpt["state_dict"])
+    hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
+    try:
+        module = cls(**hparams)
+    except TypeError as e:  # hyperparameters the class (no longer) takes
+        raise ConfigError(f"{path}: cannot rebuild {target} from the checkpoint's hyperparameters "
+                          f"({one_line(e, 'bad arguments')})") from None
+    try:
+        module.load_state_dict(ckpt["state_dict"])
+    except RuntimeError as e:  # missing/unexpected keys, shape mismatches
+        raise ConfigError(f"{path}: its weights do not fit {target} ({one_line(e, 'state_dict mismatch')})") from None
     module.eval()
     module.vidspec_run_config = info.get("run_config")
     return module, ckpt
