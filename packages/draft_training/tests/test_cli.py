@@ -137,3 +137,29 @@ def test_export_of_a_foreign_checkpoint_is_one_line(tmp_path, capsys, content, w
     assert len(err) == 1 and str(ckpt) in err[0] and all(w in err[0] for w in words), err
     assert not (tmp_path / "release").exists()
 
+
+def test_missing_relative_tokenizer_names_the_path_and_the_current_directory(tmp_path, tiny_dataset, capsys,
+                                                                             monkeypatch):
+    recipe = tiny_recipe(tmp_path / "run", tiny_dataset)
+    monkeypatch.chdir(tmp_path)
+    rel = "data/cache/synthvid-cpu/tokenizer"
+    assert vidspec(["train", "fit", "--config", str(recipe), "--model.init_args.tokenizer", rel]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert rel in err[0] and "relative to the current directory" in err[0] and str(tmp_path) in err[0], err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+    absolute = str(tmp_path / "nope" / "tokenizer")
+    assert vidspec(["train", "fit", "--config", str(recipe), "--model.init_args.tokenizer", absolute]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and absolute in err[0] and "does not exist" in err[0], err
+
+
+def test_existing_relative_tokenizer_and_hub_ids_pass_the_path_check(tmp_path, tiny_dataset, monkeypatch):
+    from jsonargparse import Namespace
+
+    from vidspec.draft_training.cli import check_model_paths
+
+    monkeypatch.chdir(tiny_dataset.parent)
+    for value in (f"{tiny_dataset.name}/tokenizer", f"./{tiny_dataset.name}/tokenizer", "org/model", "model", None):
+        check_model_paths(Namespace(model=Namespace(class_path="x.Y", init_args=Namespace(tokenizer=value))))

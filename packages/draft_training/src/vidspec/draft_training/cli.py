@@ -19,13 +19,17 @@ a Sparrow distillation module for drafts. Every run also gets
 - the resolved config saved as ``config.yaml`` in the log dir and inside each checkpoint,
 - ``--fail_at_step N``: raise at step N (fault injection for resume tests).
 
-A recipe with an unknown key or a bad value exits with status 2 and one line naming it.
+A recipe with an unknown key or a bad value exits with status 2 and one line naming it; so does a
+``model.init_args.tokenizer`` (or ``init_from``) folder that does not exist. Relative paths in a recipe
+are resolved against the current directory (run from the repository root), not the recipe's folder.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
+from pathlib import Path
 
 import yaml
 from lightning.pytorch import LightningModule
@@ -65,6 +69,11 @@ class VidspecTrainCLI(LightningCLI):
         trainer.callbacks[0:0] = extra
         return trainer
 
+    def before_instantiate_classes(self) -> None:
+        super().before_instantiate_classes()
+        if self.subcommand is not None:
+            check_model_paths(self.config[self.subcommand])
+
     def instantiate_classes(self) -> None:
         super().instantiate_classes()
         if self.subcommand is None:
@@ -75,6 +84,44 @@ class VidspecTrainCLI(LightningCLI):
         run.pop("config", None)
         if hasattr(self.model, "vidspec_run_config") or isinstance(self.model, LightningModule):
             self.model.vidspec_run_config = run
+
+
+#: Model arguments that name a folder on disk (or a hub id); checked before anything is built.
+PATH_ARGS = ("tokenizer", "init_from")
+
+
+def _looks_local(value: str) -> bool:
+    """True when ``value`` can only be a filesystem path: a hub id is ``name`` or ``org/name``."""
+    return (os.path.isabs(value) or value.startswith((".", "~")) or value.count("/") >= 2
+            or os.sep != "/" and os.sep in value)
+
+
+def check_model_paths(config) -> None:
+    """Fail with one line naming a recipe's missing tokenizer/init_from folder and how it was resolved.
+
+    A relative path is resolved against the current directory (not the recipe's folder), which is
+    why a recipe run from elsewhere than the repository root cannot find ``data/cache/...``.
+
+    Raises:
+        ConfigError: ``model.init_args.tokenizer`` (or ``init_from``) is a local path that does not exist.
+    """
+    model = getattr(config, "model", None)
+    init_args = getattr(model, "init_args", None) if model is not None else None
+    if init_args is None:
+        return
+    for key in PATH_ARGS:
+        value = getattr(init_args, key, None) if not isinstance(init_args, dict) else init_args.get(key)
+        if not isinstance(value, str) or not value or not _looks_local(value):
+            continue
+        path = Path(value).expanduser()
+        if path.exists():
+            continue
+        if path.is_absolute():
+            raise ConfigError(f"model.init_args.{key}: {value} does not exist")
+        raise ConfigError(f"model.init_args.{key}: {value} does not exist: a relative path is resolved relative to "
+                          f"the current directory {Path.cwd()}, giving {path.absolute()}; run from the folder the "
+                          f"recipe expects (usually the repository root), give an absolute path, or override it "
+                          f"with --model.init_args.{key} PATH")
 
 
 def _user_error(e: BaseException) -> VidspecError | None:
