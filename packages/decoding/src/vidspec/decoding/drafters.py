@@ -43,7 +43,9 @@ class ModelDrafter:
             all). Tokens are dropped uniformly over the video, keeping their positions.
         temperature: 0 drafts greedily; > 0 samples and returns the draft distributions, which
             strict sampling verification needs.
-        generator: RNG for sampled drafts.
+        top_p: nucleus mass when sampling; :class:`~vidspec.decoding.engine.SpeculativeDecoder`
+            replaces it with each sampling request's ``top_p``, so draft and verifier agree.
+        generator: RNG for sampled drafts (likewise replaced by the request's seeded RNG).
     """
 
     def __init__(self, model: HFVideoTarget, prune_ratio: float = 0.0, temperature: float = 0.0,

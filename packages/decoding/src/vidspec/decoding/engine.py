@@ -107,9 +107,14 @@ class SpeculativeDecoder:
             return None
         generator = torch.Generator(device="cpu")
         generator.manual_seed(0 if seed is None else seed)
-        # One RNG for drafts and target samples, so a seed fixes the whole output.
-        if hasattr(self.drafter, "generator") and getattr(self.drafter, "temperature", 0) > 0:
-            self.drafter.generator = generator
+        if getattr(self.drafter, "temperature", 0) > 0:
+            # One RNG for drafts and target samples, so a seed fixes the whole output.
+            if hasattr(self.drafter, "generator"):
+                self.drafter.generator = generator
+            # A sampling drafter uses the request's top-p, as the verifier does (drafters are built
+            # before the request is known, e.g. by build_decoder, which takes no top-p).
+            if hasattr(self.drafter, "top_p"):
+                self.drafter.top_p = top_p
         return generator
 
     def _events(self, request: Request, max_new_tokens: int, temperature: float, top_p: float,

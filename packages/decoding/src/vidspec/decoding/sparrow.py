@@ -466,7 +466,7 @@ class SparrowDrafter:
     Args:
         model: the draft (bound to the target in ``begin`` if not bound yet).
         temperature: 0 drafts greedily; > 0 samples and returns the draft distributions.
-        top_p: nucleus mass when sampling.
+        top_p: nucleus mass when sampling (SpeculativeDecoder sets it to each sampling request's top_p).
         generator: RNG for sampled drafts.
         allow_target_mismatch: skip the fingerprint check in ``begin``.
     """
