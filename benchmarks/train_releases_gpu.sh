@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Train the small committed RELEASES (LLaVA-OV testbed target, draft VLM, Sparrow draft) on one GPU,
-# each stage bounded by wall time so the whole job fits one device call (~9 minutes on an H200):
+# Train a SynthVid testbed on one GPU, each stage bounded by wall time so a whole profile fits
+# one device call (~7 minutes on an H200):
 #
-#   SynthVid (easy preset, 8 frames of 64x64)  ->  target (style alpha)  ->  draft VLM (style beta)
-#   ->  Sparrow draft distilled from the target  ->  export all three  ->  figures (fact judge, MCQ, tau)
+#   SynthVid (easy preset, 8 frames of 64x64)
+#   -> vision pretraining: the target's SigLIP tower learns shape/colour/motion labels of rendered
+#      one-object training scenes (benchmarks/vision_learnability.py --save; the analogue of the
+#      pretrained encoder every real Video-LLM starts from)
+#   -> target (LLaVA-OV, caption style alpha, tower initialised from the stage above)
+#   -> draft VLM (style beta; PROFILE=release only, or DRAFT=DIR to reuse one)
+#   -> Sparrow draft distilled from the target  ->  export  ->  figures (fact judge, MCQ, tau)
+#
+# Profiles (PROFILE=...):
+#   release  the committed releases: 6-layer target (hidden 192, tower h128 x 4 layers), ~4M params
+#   gpu      the GPU-scale testbed target: 24 layers, hidden 256, tower h256 x 4 layers, ~26M params
 #
 # Run from the repository root with the vidspec packages importable:
-#   OUT=/path/out bash benchmarks/train_releases_gpu.sh
-# Knobs: OUT, NUM_VIDEOS (6000), TARGET_TIME (00:00:03:30), DRAFT_TIME (00:00:01:00), SPARROW_TIME
-# (00:00:01:00), EVAL_LIMIT (100), WORKERS (8), ACCEL (gpu), PRECISION (bf16-mixed).
-# SMOKE=1 runs the same steps at toy size on the CPU (a minute or two), which is how it is tested.
+#   OUT=/path/out PROFILE=release bash benchmarks/train_releases_gpu.sh
+# Knobs: OUT, PROFILE, DATA (share one SynthVid set between runs), NUM_VIDEOS (12000), TARGET_TIME,
+# TARGET_STEPS, DRAFT_TIME, SPARROW_TIME, VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
+# PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one).
+# SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
 # The releases land in $OUT/releases/{synthvid-target,synthvid-draft,sparrow-synthvid}; copy them
 # to data/releases/ to commit them.
 set -euo pipefail
@@ -17,58 +27,96 @@ cd "$(dirname "$0")/.."
 VIDSPEC=${VIDSPEC:-vidspec}
 PY=${PY:-python3}
 OUT=${OUT:-runs/releases-gpu}
-NUM_VIDEOS=${NUM_VIDEOS:-6000}
-TARGET_TIME=${TARGET_TIME:-00:00:03:30}
-DRAFT_TIME=${DRAFT_TIME:-00:00:01:00}
-SPARROW_TIME=${SPARROW_TIME:-00:00:01:00}
-EVAL_LIMIT=${EVAL_LIMIT:-100}
+PROFILE=${PROFILE:-release}
+NUM_VIDEOS=${NUM_VIDEOS:-12000}
+EVAL_LIMIT=${EVAL_LIMIT:-40}
 WORKERS=${WORKERS:-8}
 ACCEL=${ACCEL:-gpu}
 PRECISION=${PRECISION:-bf16-mixed}
-BATCH=${BATCH:-64}
-MAX_STEPS=${MAX_STEPS:-100000}
+DRAFT_TIME=${DRAFT_TIME:-00:00:01:30}
+SPARROW_TIME=${SPARROW_TIME:-00:00:01:00}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-DATA="$OUT/synthvid"
-TARGET_ARCH=(--model.init_args.arch.hidden_size 192 --model.init_args.arch.num_layers 6
-             --model.init_args.arch.num_heads 6 --model.init_args.arch.num_kv_heads 2)
+DATA=${DATA:-$OUT/synthvid}
+DEV=cuda
+case "$PROFILE" in
+  release)
+    TARGET_ARCH=(--model.init_args.arch.hidden_size 192 --model.init_args.arch.num_layers 6
+                 --model.init_args.arch.num_heads 6 --model.init_args.arch.num_kv_heads 2
+                 --model.init_args.arch.vision_hidden_size 128 --model.init_args.arch.vision_layers 4
+                 --model.init_args.arch.vision_heads 4)
+    VISION_CFG=h128_l4_p8_lr5e-4_b128_n4; BATCH=${BATCH:-128}; TARGET_STEPS=${TARGET_STEPS:-2400}
+    TARGET_TIME=${TARGET_TIME:-00:00:03:30}; LR=${LR:-1.0e-3}; VISION_STEPS=${VISION_STEPS:-8000} ;;
+  gpu)
+    TARGET_ARCH=(--model.init_args.arch.hidden_size 256 --model.init_args.arch.num_layers 24
+                 --model.init_args.arch.num_heads 4 --model.init_args.arch.num_kv_heads 2
+                 --model.init_args.arch.vision_hidden_size 256 --model.init_args.arch.vision_layers 4
+                 --model.init_args.arch.vision_heads 8)
+    VISION_CFG=h256_l4_p8_lr3e-4_b128_n8; BATCH=${BATCH:-128}; TARGET_STEPS=${TARGET_STEPS:-1500}
+    TARGET_TIME=${TARGET_TIME:-00:00:03:30}; LR=${LR:-6.0e-4}; VISION_STEPS=${VISION_STEPS:-6000} ;;
+  *) echo "unknown PROFILE $PROFILE (release or gpu)" >&2; exit 2 ;;
+esac
 if [[ "${SMOKE:-0}" == "1" ]]; then
-  NUM_VIDEOS=12; EVAL_LIMIT=2; WORKERS=1; ACCEL=cpu; PRECISION=32-true; BATCH=4; MAX_STEPS=3
+  NUM_VIDEOS=12; EVAL_LIMIT=2; WORKERS=1; ACCEL=cpu; PRECISION=32-true; BATCH=4; TARGET_STEPS=3; DEV=cpu
+  VISION_STEPS=3; VISION_CFG=h32_l1_p8_lr1e-3_b4_n2
   TARGET_ARCH=(--model.init_args.arch.hidden_size 64 --model.init_args.arch.num_layers 2
-               --model.init_args.arch.num_heads 4 --model.init_args.arch.num_kv_heads 2)
+               --model.init_args.arch.num_heads 4 --model.init_args.arch.num_kv_heads 2
+               --model.init_args.arch.vision_hidden_size 32 --model.init_args.arch.vision_layers 1
+               --model.init_args.arch.vision_heads 2)
 fi
-COMMON=(--trainer.accelerator "$ACCEL" --trainer.precision "$PRECISION" --trainer.max_steps "$MAX_STEPS"
+SMALL_STEPS=$([[ "${SMOKE:-0}" == "1" ]] && echo 3 || echo 100000)
+COMMON=(--trainer.accelerator "$ACCEL" --trainer.precision "$PRECISION"
         --data.path "$DATA" --data.frame_cache "$DATA/frames" --data.batch_size "$BATCH"
         --data.num_workers "$WORKERS" --trainer.val_check_interval 1.0 --trainer.limit_val_batches 2
         --trainer.check_val_every_n_epoch 1000)
 
 stamp() { date +%s; }
 t0=$(stamp)
-echo "== SynthVid: $NUM_VIDEOS videos -> $DATA"
-$VIDSPEC data synthvid --out "$DATA" --num-videos "$NUM_VIDEOS" --seed 0 --preset easy --frames 8 --size 64x64 \
-  --styles alpha:1,beta:1 --captions-per-video 2 --workers "$WORKERS" --no-progress true
-echo "   $(( $(stamp) - t0 )) s"
+if [[ ! -f "$DATA/synthvid.json" ]]; then
+  echo "== SynthVid: $NUM_VIDEOS videos -> $DATA"
+  $VIDSPEC data synthvid --out "$DATA" --num-videos "$NUM_VIDEOS" --seed 0 --preset easy --frames 8 --size 64x64 \
+    --styles alpha:1,beta:1 --captions-per-video 2 --workers "$WORKERS" --no-progress true
+  echo "   $(( $(stamp) - t0 )) s"
+fi
 
-train() {  # name recipe max_time extra...
-  local name=$1 recipe=$2 max_time=$3; shift 3
+if [[ ! -f "$OUT/vision/tower.safetensors" ]]; then
+  echo "== vision pretraining ($VISION_CFG, $VISION_STEPS steps)"
+  $PY benchmarks/vision_learnability.py --configs "$VISION_CFG" --steps "$VISION_STEPS" --device "$DEV" \
+    --train $([[ "${SMOKE:-0}" == "1" ]] && echo 16 || echo 20000) --test $([[ "${SMOKE:-0}" == "1" ]] && echo 8 || echo 2000) \
+    --every $([[ "${SMOKE:-0}" == "1" ]] && echo 3 || echo 1000) --out "$OUT/vision" --save "$OUT/vision" | tail -4
+fi
+
+train() {  # name recipe max_time max_steps extra...
+  local name=$1 recipe=$2 max_time=$3 steps=$4; shift 4
   local run="$OUT/runs/$name" start; start=$(stamp)
-  echo "== train $name ($recipe, at most $max_time)"
+  echo "== train $name ($recipe, at most $steps steps / $max_time)"
   $VIDSPEC train fit --config "configs/train/$recipe.yaml" "${COMMON[@]}" --trainer.max_time "$max_time" \
-    --trainer.default_root_dir "$run" --trainer.logger.init_args.save_dir "$run" \
+    --trainer.max_steps "$steps" --trainer.default_root_dir "$run" --trainer.logger.init_args.save_dir "$run" \
     --checkpoint.dirpath "$run/checkpoints" "$@"
   echo "$(( $(stamp) - start ))" > "$run/train_seconds"
   $VIDSPEC export --ckpt "$run/checkpoints/last.ckpt" --out "$OUT/releases/$name" --overwrite true
   echo "   $(( $(stamp) - start )) s"
 }
 
-train synthvid-target synthvid-target-cpu "$TARGET_TIME" --model.init_args.tokenizer "$DATA/tokenizer" "${TARGET_ARCH[@]}"
-train synthvid-draft synthvid-draft-cpu "$DRAFT_TIME" --model.init_args.tokenizer "$DATA/tokenizer"
-# Sparrow: distilled from the released target on the target's own caption style (KL to its outputs).
-train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" --model.init_args.target "$OUT/releases/synthvid-target" \
-  --model.init_args.target_dtype float32 --data.caption_styles '[alpha]' --data.tables '["."]'
+if [[ -z "${DRAFT:-}" && "$PROFILE" == "release" ]]; then
+  # The draft VLM trains in the background beside the target (tiny models leave the GPU mostly idle).
+  (train synthvid-draft synthvid-draft-cpu "$DRAFT_TIME" "$SMALL_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
+     --data.batch_size 64 > "$OUT/draft.log" 2>&1; echo "draft done: $?" >> "$OUT/draft.log") &
+  DRAFT="$OUT/releases/synthvid-draft"
+fi
+train synthvid-target synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
+  "${TARGET_ARCH[@]}" --model.init_args.vision_init "$OUT/vision" --model.init_args.optim.lr "$LR" \
+  --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05
+# Sparrow: distilled from the target on the target's own caption style (KL to its outputs).
+train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" "$SMALL_STEPS" --model.init_args.target "$OUT/releases/synthvid-target" \
+  --model.init_args.target_dtype float32 --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size 64
+wait
+[[ -f "$OUT/draft.log" ]] && tail -3 "$OUT/draft.log"
 
 echo "== figures"
-$PY benchmarks/train_testbed.py --data "$DATA" --target "$OUT/releases/synthvid-target" \
-  --draft "$OUT/releases/synthvid-draft" --sparrow "$OUT/releases/sparrow-synthvid" --limit "$EVAL_LIMIT" --out "$OUT/figures.json" | tail -c 3000
+DRAFT_ARGS=()
+[[ -n "${DRAFT:-}" && -f "$DRAFT/config.json" ]] && DRAFT_ARGS=(--draft "$DRAFT")
+$PY benchmarks/train_testbed.py --data "$DATA" --target "$OUT/releases/synthvid-target" "${DRAFT_ARGS[@]}" \
+  --sparrow "$OUT/releases/sparrow-synthvid" --limit "$EVAL_LIMIT" --device "$DEV" --out "$OUT/figures.json" | tail -c 3000
 echo "== total $(( $(stamp) - t0 )) s"

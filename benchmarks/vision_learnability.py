@@ -10,7 +10,11 @@ frames of one-object scenes, and its held-out accuracy is printed along the way:
 - motion: a linear read-out of all tokens of the first and the last frame (chance 1/5), which needs
   the tokens to say *where* the object is, as the language model needs them to.
 
-Usage (one line per configuration ``h<hidden>_l<layers>_p<patch>_lr<lr>[_b<batch>][_w<warmup>]``)::
+With ``--save DIR`` the first configuration's tower is kept as the vision pretraining stage of
+the testbed recipes (``VLMSFTModule(vision_init=DIR)``; see
+:mod:`vidspec.draft_training.vision_pretrain`).
+
+Usage (one line per configuration ``h<hidden>_l<layers>_p<patch>_lr<lr>[_b<batch>][_w<warmup>][_n<heads>]``)::
 
     python benchmarks/vision_learnability.py --configs h64_l2_p8_lr2e-3,h128_l4_p4_lr5e-4 \
         --steps 3000 --device cuda --out runs/vision-learnability
@@ -29,12 +33,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 
 def parse_config(text: str) -> dict:
     out = {"name": text, "batch": 128, "warmup": 100}
-    keys = {"h": "hidden", "l": "layers", "p": "patch", "lr": "lr", "b": "batch", "w": "warmup"}
+    keys = {"h": "hidden", "l": "layers", "p": "patch", "lr": "lr", "b": "batch", "w": "warmup", "n": "heads"}
     for part in text.split("_"):
         for k in sorted(keys, key=len, reverse=True):
             if part.startswith(k):
@@ -52,6 +55,7 @@ def parse_config(text: str) -> dict:
 
 
 def make_data(n: int, seed: int, preset_name: str, size: int):
+    """``n`` one-object SynthVid scenes rendered in memory: first/last frames and (shape, colour, motion)."""
     from vidspec.evaluation.synthvid.render import render_frame
     from vidspec.evaluation.synthvid.world import COLOURS, preset, sample_scene
 
@@ -65,69 +69,18 @@ def make_data(n: int, seed: int, preset_name: str, size: int):
         first.append(render_frame(s, 0))
         last.append(render_frame(s, cfg.num_frames - 1))
         ys.append((shapes.index(o.shape), colours.index(o.colour), motions.index(o.motion)))
-    to_t = lambda a: torch.tensor(np.stack(a)).permute(0, 3, 1, 2).contiguous()  # noqa: E731
+
+    def to_t(a):
+        return torch.tensor(np.stack(a)).permute(0, 3, 1, 2).contiguous()
+
     return to_t(first), to_t(last), torch.tensor(ys), (len(shapes), len(colours), len(motions))
 
 
-class Probe(nn.Module):
-    def __init__(self, c: dict, size: int, classes: tuple[int, int, int]):
-        super().__init__()
-        from transformers import SiglipVisionConfig, SiglipVisionModel
+def arch_of(c: dict, size: int):
+    from vidspec.draft_training.arch import ArchConfig
 
-        h = c["hidden"]
-        vc = SiglipVisionConfig(hidden_size=h, intermediate_size=4 * h, num_hidden_layers=c["layers"],
-                                num_attention_heads=max(1, h // 32), image_size=size, patch_size=c["patch"],
-                                vision_use_head=False)
-        self.tower = SiglipVisionModel(vc)
-        n_tok = (size // c["patch"]) ** 2
-        self.shape = nn.Linear(h, classes[0])
-        self.colour = nn.Linear(h, classes[1])
-        self.motion = nn.Linear(2 * n_tok * h, classes[2])
-
-    def forward(self, first: torch.Tensor, last: torch.Tensor):
-        b = first.shape[0]
-        x = torch.cat([first, last]).float() / 127.5 - 1.0
-        tok = self.tower(pixel_values=x).last_hidden_state
-        f, l_ = tok[:b], tok[b:]
-        pooled = f.mean(1)
-        return self.shape(pooled), self.colour(pooled), self.motion(torch.cat([f, l_], 1).flatten(1))
-
-
-def run(c: dict, data, test, classes, steps: int, device: str, size: int, every: int) -> dict:
-    torch.manual_seed(0)
-    model = Probe(c, size, classes).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=c["lr"], weight_decay=0.05)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / c["warmup"]) * 0.5 * (1 + np.cos(np.pi * min(1.0, s / steps))))
-    first, last, ys = (t.to(device) for t in data)
-    tf, tl, ty = (t.to(device) for t in test)
-    curve, t0 = [], time.perf_counter()
-    ce = nn.functional.cross_entropy
-    for step in range(1, steps + 1):
-        idx = torch.randint(0, first.shape[0], (c["batch"],), device=device)
-        out = model(first[idx], last[idx])
-        loss = sum(ce(o, ys[idx, i]) for i, o in enumerate(out))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        if step % every == 0 or step == steps:
-            model.eval()
-            with torch.no_grad():
-                accs = [0.0, 0.0, 0.0]
-                for s in range(0, tf.shape[0], 500):
-                    o = model(tf[s:s + 500], tl[s:s + 500])
-                    for i in range(3):
-                        accs[i] += float((o[i].argmax(-1) == ty[s:s + 500, i]).sum())
-                accs = [a / tf.shape[0] for a in accs]
-            model.train()
-            row = {"step": step, "loss": float(loss), "shape": accs[0], "colour": accs[1], "motion": accs[2],
-                   "seconds": time.perf_counter() - t0}
-            curve.append(row)
-            print(f"{c['name']:>28} step {step:5d} loss {row['loss']:.3f} shape {accs[0]:.3f} "
-                  f"colour {accs[1]:.3f} motion {accs[2]:.3f} ({row['seconds']:.0f} s)", flush=True)
-    return {"config": c, "curve": curve, "final": curve[-1],
-            "parameters": sum(p.numel() for p in model.tower.parameters())}
+    return ArchConfig(family="llava-ov", vision_hidden_size=c["hidden"], vision_layers=c["layers"],
+                      vision_heads=c.get("heads") or max(1, c["hidden"] // 32), image_size=size, patch_size=c["patch"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,13 +94,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=int, default=500)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default="runs/vision-learnability")
+    ap.add_argument("--save", default=None,
+                    help="save the first config's tower here (tower.safetensors), for VLMSFTModule(vision_init=...)")
     a = ap.parse_args(argv)
     configs = [parse_config(t) for t in a.configs.split(",") if t]
     t0 = time.perf_counter()
     f, l_, y, classes = make_data(a.train, 0, a.preset, a.size)
     tf, tl, ty, _ = make_data(a.test, 1, a.preset, a.size)
     print(f"rendered {a.train}+{a.test} scenes in {time.perf_counter() - t0:.1f} s", flush=True)
-    results = [run(c, (f, l_, y), (tf, tl, ty), classes, a.steps, a.device, a.size, a.every) for c in configs]
+    from vidspec.draft_training.vision_pretrain import save_tower, train_tower
+
+    results = []
+    for i, c in enumerate(configs):
+        arch = arch_of(c, a.size)
+        model, curve = train_tower(arch, a.steps, c["lr"], c["batch"], c["warmup"], a.device, (f, l_, y),
+                                   (tf, tl, ty), classes, a.every, label=c["name"],
+                                   log=lambda s: print(s, flush=True))
+        results.append({"config": c, "curve": curve, "final": curve[-1],
+                        "parameters": sum(p.numel() for p in model.tower.parameters())})
+        if a.save and i == 0:
+            save_tower(model, arch, a.save, {"final": curve[-1], "config": c, "args": vars(a)})
+            print(f"saved the tower of {c['name']} to {a.save}", flush=True)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     machine = {"python": platform.python_version(), "torch": torch.__version__, "device": a.device,

@@ -172,16 +172,7 @@ def build_hf_config(arch: ArchConfig, tokenizer):
     text["model_type"] = "qwen2"
     text["rope_parameters"] = {"rope_type": "default", "rope_theta": arch.rope_theta}
     return LlavaOnevisionConfig(
-        vision_config=dict(
-            model_type="siglip_vision_model",
-            hidden_size=arch.vision_hidden_size,
-            intermediate_size=v_inter,
-            num_hidden_layers=arch.vision_layers,
-            num_attention_heads=arch.vision_heads,
-            image_size=arch.image_size,
-            patch_size=arch.patch_size,
-            vision_use_head=False,  # LLaVA-OV never uses SigLIP's pooling head
-        ),
+        vision_config=siglip_vision_config(arch),
         text_config=text,
         image_token_index=ids["<image>"] if ids["<image>"] is not None else ids["<video>"],
         video_token_index=ids["<video>"],
@@ -189,6 +180,20 @@ def build_hf_config(arch: ArchConfig, tokenizer):
         vision_feature_select_strategy="full",
         image_grid_pinpoints=[[arch.image_size, arch.image_size]],
         tie_word_embeddings=arch.tie_word_embeddings,
+    )
+
+
+def siglip_vision_config(arch: ArchConfig) -> dict:
+    """The SigLIP vision-tower config of a LLaVA-OV ``arch`` (also what vision pretraining builds)."""
+    return dict(
+        model_type="siglip_vision_model",
+        hidden_size=arch.vision_hidden_size,
+        intermediate_size=arch.vision_intermediate_size or 2 * arch.vision_hidden_size,
+        num_hidden_layers=arch.vision_layers,
+        num_attention_heads=arch.vision_heads,
+        image_size=arch.image_size,
+        patch_size=arch.patch_size,
+        vision_use_head=False,  # LLaVA-OV never uses SigLIP's pooling head
     )
 
 

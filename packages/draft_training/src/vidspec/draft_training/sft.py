@@ -101,6 +101,9 @@ class VLMSFTModule(L.LightningModule):
         optim: optimizer and schedule.
         attn_implementation: transformers attention kernel ("sdpa", "eager", "flash_attention_2").
         gradient_checkpointing: recompute activations in backward (saves memory on deep targets).
+        vision_init: LLaVA-OV only: a pretrained SigLIP tower (a folder written by
+            :func:`vidspec.draft_training.vision_pretrain.save_tower`) copied into the model's vision
+            tower before training; its sizes must match ``arch``.
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class VLMSFTModule(L.LightningModule):
         optim: OptimConfig | None = None,
         attn_implementation: str = "sdpa",
         gradient_checkpointing: bool = False,
+        vision_init: str | None = None,
     ):
         super().__init__()
         arch = _as(ArchConfig, arch)
@@ -126,6 +130,7 @@ class VLMSFTModule(L.LightningModule):
             "tokenizer": tokenizer, "arch": asdict(arch) if arch else None, "init_from": init_from,
             "max_frames": max_frames, "adapter_options": adapter_options, "optim": asdict(optim),
             "attn_implementation": attn_implementation, "gradient_checkpointing": gradient_checkpointing,
+            "vision_init": vision_init,
         })
         self.optim = optim
         self.max_frames = max_frames
@@ -147,6 +152,12 @@ class VLMSFTModule(L.LightningModule):
             config._attn_implementation = attn_implementation
             self.model = hf_model_class(arch.family)(config)
         self.family = family_of(self.model.config)
+        if vision_init:
+            if self.family != "llava-ov":
+                raise ConfigError(f"vision_init is for LLaVA-OV's SigLIP tower; this model is {self.family}")
+            from vidspec.draft_training.vision_pretrain import load_tower_into
+
+            load_tower_into(self.model.model.vision_tower, vision_init, asdict(arch) if arch else None)
         if self.family == "llava-ov":
             # LLaVA-OV reads SigLIP's last hidden state before its final norm, and never its pooling
             # head: those weights get no gradient, which DDP refuses (unused parameters).

@@ -1,0 +1,150 @@
+"""Supervised pretraining of a LLaVA-OV testbed's SigLIP tower on rendered SynthVid frames.
+
+Real Video-LLMs start from a pretrained vision encoder; a testbed built from scratch does not, and
+a from-scratch SigLIP tower learns shapes slowly when its only signal comes through the language
+model's caption loss (``benchmarks/vision_learnability.py`` measures this). This stage gives the
+tower the analogue of ImageNet pretraining: one-object scenes of the SynthVid *training* world
+(seed 0, rendered in memory) with their exact shape, colour and motion labels:
+
+- shape and colour: linear read-outs of frame 0's mean-pooled tokens;
+- motion: a linear read-out of all tokens of the first and last frames, which needs the tokens to
+  say where the object is (what the language model later reads motion from).
+
+The read-out heads are dropped; the tower is saved as ``tower.safetensors`` + ``tower.json`` (the
+ArchConfig fields it was built from) and loaded by ``VLMSFTModule(vision_init=DIR)``.
+
+This module takes the frames and labels as tensors (training does not import the evaluation
+package, where SynthVid lives); ``benchmarks/vision_learnability.py --save DIR`` renders the
+scenes, runs :func:`train_tower` and :func:`save_tower`, and prints held-out accuracy::
+
+    python benchmarks/vision_learnability.py --configs h128_l4_p8_lr5e-4 --steps 8000 --save runs/vision
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+
+from vidspec.draft_training.arch import ArchConfig, siglip_vision_config
+
+TOWER_FILE = "tower.safetensors"
+TOWER_CONFIG = "tower.json"
+
+
+class TowerProbe(nn.Module):
+    """The SigLIP tower of ``arch`` with three linear attribute read-outs."""
+
+    def __init__(self, arch: ArchConfig, classes: tuple[int, int, int]):
+        super().__init__()
+        from transformers import SiglipVisionConfig, SiglipVisionModel
+
+        vc = dict(siglip_vision_config(arch))
+        vc.pop("model_type")
+        self.tower = SiglipVisionModel(SiglipVisionConfig(**vc))
+        h = arch.vision_hidden_size
+        n_tok = (arch.image_size // arch.patch_size) ** 2
+        self.shape = nn.Linear(h, classes[0])
+        self.colour = nn.Linear(h, classes[1])
+        self.motion = nn.Linear(2 * n_tok * h, classes[2])
+        from vidspec.decoding.models.llava_onevision import CLIP_MEAN, CLIP_STD
+
+        self.register_buffer("mean", torch.tensor(CLIP_MEAN).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(CLIP_STD).view(1, 3, 1, 1), persistent=False)
+
+    def forward(self, first: torch.Tensor, last: torch.Tensor):
+        b = first.shape[0]
+        x = torch.cat([first, last]).float() / 255.0
+        x = (x - self.mean) / self.std  # as the LLaVA-OV adapter normalises frames
+        tok = self.tower(pixel_values=x).last_hidden_state
+        f, l_ = tok[:b], tok[b:]
+        pooled = f.mean(1)
+        return self.shape(pooled), self.colour(pooled), self.motion(torch.cat([f, l_], 1).flatten(1))
+
+
+def evaluate(model: TowerProbe, test, batch: int = 500) -> dict[str, float]:
+    tf, tl, ty = test
+    model.eval()
+    right = [0.0, 0.0, 0.0]
+    with torch.no_grad():
+        for s in range(0, tf.shape[0], batch):
+            out = model(tf[s:s + batch], tl[s:s + batch])
+            for i in range(3):
+                right[i] += float((out[i].argmax(-1) == ty[s:s + batch, i]).sum())
+    model.train()
+    n = tf.shape[0]
+    return {"shape": right[0] / n, "colour": right[1] / n, "motion": right[2] / n}
+
+
+def train_tower(arch: ArchConfig, steps: int, lr: float, batch: int, warmup: int, device: str,
+                train, test, classes, every: int = 500, label: str = "", log=print) -> tuple[TowerProbe, list[dict]]:
+    """Train a :class:`TowerProbe`; returns it and the held-out curve (one row per ``every`` steps)."""
+    torch.manual_seed(0)
+    model = TowerProbe(arch, classes).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
+
+    def factor(s: int) -> float:
+        return min(1.0, (s + 1) / max(1, warmup)) * 0.5 * (1 + math.cos(math.pi * min(1.0, s / steps)))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    first, last, ys = (t.to(device) for t in train)
+    test = tuple(t.to(device) for t in test)
+    ce = nn.functional.cross_entropy
+    curve, t0 = [], time.perf_counter()
+    for step in range(1, steps + 1):
+        idx = torch.randint(0, first.shape[0], (batch,), device=device)
+        out = model(first[idx], last[idx])
+        loss = sum(ce(o, ys[idx, i]) for i, o in enumerate(out))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % every == 0 or step == steps:
+            acc = evaluate(model, test)
+            row = {"step": step, "loss": float(loss.detach()), **acc, "seconds": time.perf_counter() - t0}
+            curve.append(row)
+            log(f"{label:>24} step {step:6d} loss {row['loss']:.3f} shape {acc['shape']:.3f} "
+                f"colour {acc['colour']:.3f} motion {acc['motion']:.3f} ({row['seconds']:.0f} s)")
+    return model, curve
+
+
+def save_tower(model: TowerProbe, arch: ArchConfig, out: str | Path, metrics: dict | None = None) -> Path:
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().cpu().contiguous() for k, v in model.tower.state_dict().items()}
+    save_file(state, str(out / TOWER_FILE))
+    (out / TOWER_CONFIG).write_text(json.dumps({"arch": asdict(arch), "metrics": metrics or {}}, indent=1))
+    return out
+
+
+def load_tower_into(vision_tower: nn.Module, path: str | Path, arch: dict | None = None) -> None:
+    """Copy a saved tower into a LLaVA-OV model's ``vision_tower`` (shapes must match exactly).
+
+    Raises:
+        ConfigError: no tower at ``path``, or a tower of other sizes.
+    """
+    from safetensors.torch import load_file
+
+    from vidspec.decoding.errors import ConfigError
+
+    p = Path(path)
+    f = p / TOWER_FILE if p.is_dir() else p
+    if not f.is_file():
+        raise ConfigError(f"vision_init: no {TOWER_FILE} at {str(path)!r} (run vidspec.draft_training.vision_pretrain)")
+    state = load_file(str(f))
+    own = vision_tower.state_dict()
+    missing = sorted(set(own) - set(state))
+    bad = [k for k in state if k in own and own[k].shape != state[k].shape]
+    if missing or bad or set(state) - set(own):
+        saved = json.loads((f.parent / TOWER_CONFIG).read_text()).get("arch", {}) if (f.parent / TOWER_CONFIG).is_file() else {}
+        want = {k: (arch or {}).get(k) for k in ("vision_hidden_size", "vision_layers", "vision_heads", "image_size", "patch_size")}
+        have = {k: saved.get(k) for k in want}
+        raise ConfigError(f"vision_init {str(path)!r} does not fit this model's vision tower (tower {have}, model {want})")
+    vision_tower.load_state_dict(state, strict=True)

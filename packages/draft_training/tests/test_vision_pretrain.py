@@ -1,0 +1,55 @@
+"""Vision pretraining stage: a tower trained on attribute labels loads into the SFT model's tower."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.draft_training.arch import ArchConfig
+from vidspec.draft_training.sft import VLMSFTModule
+from vidspec.draft_training.testing import ARCH
+from vidspec.draft_training.vision_pretrain import TowerProbe, load_tower_into, save_tower, train_tower
+
+
+def _data(n: int, size: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    first = torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8)
+    last = torch.randint(0, 256, (n, 3, size, size), generator=g, dtype=torch.uint8)
+    # Labels that the pixels decide: the brightest channel of the first / last frame.
+    ys = torch.stack([first.float().mean((2, 3)).argmax(1), first.float().mean((2, 3)).argmax(1),
+                      last.float().mean((2, 3)).argmax(1)], 1)
+    return first, last, ys
+
+
+def test_tower_learns_and_loads_into_the_sft_model(tiny_dataset, tmp_path):
+    arch = ArchConfig(**ARCH["llava-ov"])
+    train, test = _data(64, arch.image_size, 0), _data(32, arch.image_size, 1)
+    torch.set_num_threads(1)
+    model, curve = train_tower(arch, steps=30, lr=3e-3, batch=16, warmup=3, device="cpu", train=train, test=test,
+                               classes=(3, 3, 3), every=30, log=lambda s: None)
+    assert [r["step"] for r in curve] == [30] and all(0 <= curve[-1][k] <= 1 for k in ("shape", "colour", "motion"))
+    save_tower(model, arch, tmp_path / "tower", {"final": curve[-1]})
+    sft = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4,
+                       vision_init=str(tmp_path / "tower"))
+    got = sft.model.model.vision_tower.state_dict()
+    for k, v in model.tower.state_dict().items():
+        assert torch.equal(got[k], v), k
+    fresh = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4)
+    assert not all(torch.equal(fresh.model.model.vision_tower.state_dict()[k], v)
+                   for k, v in model.tower.state_dict().items())
+    assert sft.hparams["vision_init"] == str(tmp_path / "tower")
+
+
+def test_tower_of_other_sizes_is_refused(tiny_dataset, tmp_path):
+    arch = ArchConfig(**ARCH["llava-ov"])
+    other = ArchConfig(**{**ARCH["llava-ov"], "vision_hidden_size": 2 * arch.vision_hidden_size})
+    save_tower(TowerProbe(other, (3, 3, 3)), other, tmp_path / "tower")
+    with pytest.raises(ConfigError, match="does not fit"):
+        VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4, vision_init=str(tmp_path / "tower"))
+    with pytest.raises(ConfigError, match="no tower.safetensors"):
+        VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4, vision_init=str(tmp_path / "none"))
+    fake = tmp_path / "m"
+    fake.mkdir()
+    with pytest.raises(ConfigError):
+        load_tower_into(torch.nn.Linear(2, 2), fake)
