@@ -15,6 +15,7 @@ import torch
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
+from vidspec.decoding.fast.sparrow import FastSparrowDrafter
 from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, build_decoder, sparrow_drafter_class
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
 from vidspec.decoding.types import Request
@@ -74,7 +75,7 @@ def test_strict_methods_on_fast_engine_equal_eager_ar(tiny, clip, sparrows, name
     assert all(s.accepted == 4 for s in steps["self"][:-1])
 
     sp = build_decoder("sparrow", target=ar.target, draft=sparrows(target), k=3, engine="fast")
-    assert type(sp.drafter) is SparrowDrafter and isinstance(sp.verifier, FastStrictVerifier)
+    assert type(sp.drafter) is FastSparrowDrafter and isinstance(sp.verifier, FastStrictVerifier)
     assert sp.generate(req, max_new_tokens=N).token_ids == want
 
 
@@ -137,7 +138,7 @@ def test_engine_checks(tiny):
     fast = FastTarget(tiny("tiny-llava-ov"), max_len=256)
     with pytest.raises(ConfigError, match="one FastTarget"):
         build_decoder("sd", target=fast, draft=fast, engine="fast")
-    assert sparrow_drafter_class("eager") is SparrowDrafter and sparrow_drafter_class("fast") is SparrowDrafter
+    assert sparrow_drafter_class("eager") is SparrowDrafter and sparrow_drafter_class("fast") is FastSparrowDrafter
     with pytest.raises(ConfigError):
         sparrow_drafter_class("turbo")
     # max_len defaults to DEFAULT_FAST_MAX_LEN

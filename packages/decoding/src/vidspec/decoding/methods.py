@@ -107,10 +107,15 @@ def _strict_verifier(engine: str) -> StrictVerifier:
 def sparrow_drafter_class(engine: str) -> type:
     """The Sparrow drafter class of ``engine`` (constructor and ``from_pretrained`` as SparrowDrafter's).
 
-    Both engines use :class:`~vidspec.decoding.sparrow.SparrowDrafter` for now; it runs on a
-    FastTarget as on an eager adapter.
+    The eager engine uses :class:`~vidspec.decoding.sparrow.SparrowDrafter`; the fast engine its
+    static-cache, CUDA-graph subclass :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter`
+    (identical proposals; on CPU it runs without graphs).
     """
     check_engine(engine)
+    if engine == "fast":
+        from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+
+        return FastSparrowDrafter
     from vidspec.decoding.sparrow import SparrowDrafter
 
     return SparrowDrafter
