@@ -212,18 +212,27 @@ class SpeculativeDecoder:
     @torch.inference_mode()
     def stream(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
                seed: int | None = None) -> Iterator[str]:
-        """Yield text pieces as rounds finish (decoded incrementally, so multi-byte text stays whole)."""
+        """Yield text pieces as rounds finish (decoded incrementally, so multi-byte text stays whole).
+
+        Each round decodes only its new tokens, prefixed by the tokens of the piece shown last (the
+        context a tokenizer needs for word-initial spaces), and yields the text beyond that
+        context: linear work in the output, not a decode of everything per round. A round that ends
+        inside a character (the text ends in U+FFFD) shows nothing until the character is complete.
+        """
         generator = self._generator(max_new_tokens, temperature, top_p, seed)
+        decode = self.target.decode
         tokens: list[int] = []
-        shown = ""
+        start = shown = 0  # tokens[start:shown] are the last shown piece's tokens; tokens[shown:] are new
+        context = ""  # decode(tokens[start:shown])
         for ev in self._events(request, max_new_tokens, temperature, top_p, generator, {}):
             tokens.extend(ev.token_ids)
-            text = self.target.decode(tokens)
+            text = decode(tokens[start:])
             if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
                 continue
-            if len(text) > len(shown):
-                yield text[len(shown):]
-                shown = text
-        final = self.target.decode(tokens)
-        if len(final) > len(shown):  # flush a trailing partial character at the end
-            yield final[len(shown):]
+            if len(text) > len(context):
+                yield text[len(context):]
+                start, shown = shown, len(tokens)
+                context = decode(tokens[start:shown])
+        final = decode(tokens[start:])
+        if len(final) > len(context):  # flush a trailing partial character at the end
+            yield final[len(context):]
