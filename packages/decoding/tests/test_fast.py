@@ -167,3 +167,11 @@ def test_sparrow_drafter_runs_on_a_fast_target(tiny, clip, name):
         req, max_new_tokens=N)
     assert res.token_ids == eager.token_ids
     assert [s.accepted for s in res.steps] == [s.accepted for s in eager.steps]
+
+
+def test_triton_kernels_only_for_power_of_two_head_dims():
+    # The H200 run of a draft VLM with head dim 24 (hidden 96, 4 heads) crashed in Triton
+    # ("arange's range must be a power of 2"); such models now take the SDPA step path.
+    from vidspec.decoding.fast.lm import kernels_fit
+
+    assert [kernels_fit(d) for d in (8, 16, 24, 32, 48, 64, 128)] == [False, True, False, True, False, True, True]

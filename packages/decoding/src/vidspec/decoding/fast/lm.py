@@ -512,9 +512,12 @@ class FastLM:
         if compile is None:
             compile = on_cuda and _has_triton()
         self.compiled = bool(compile and on_cuda)
-        self.kernels = bool((on_cuda and _has_triton()) if kernels is None else kernels)
+        fits = kernels_fit(self.hd)
+        self.kernels = bool((on_cuda and _has_triton() and fits) if kernels is None else kernels)
         if self.kernels and not _has_triton():
             raise RuntimeError("kernels=True needs Triton")
+        if self.kernels and not fits:
+            raise ValueError(f"kernels=True needs a power-of-two head dim >= 16, this model's is {self.hd}")
         self.compile_mode = compile_mode
         self.bucket = bucket
         self.max_tree = max_tree
@@ -796,6 +799,11 @@ class FastLM:
         dst[4:5].copy_(argmax[-1:])
         dmask.zero_()
         dmask[0, 0] = True
+
+
+def kernels_fit(head_dim: int) -> bool:
+    """Whether the Triton step kernels handle this head dim (``tl.arange`` needs powers of two)."""
+    return head_dim >= 16 and head_dim & (head_dim - 1) == 0
 
 
 def _has_triton() -> bool:
