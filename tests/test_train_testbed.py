@@ -27,3 +27,22 @@ def test_gpu_testbed_script_smoke(tmp_path):
     assert set(fig["training"]) == {"synthvid-target-gpu", "synthvid-draft-gpu"}
     for name in fig["training"]:
         assert (tmp_path / "out" / "releases" / name / "manifest.json").is_file()
+
+
+def test_release_script_smoke(tmp_path):
+    """benchmarks/train_releases_gpu.sh (the script that trained the releases and the 24-layer GPU
+    profile) at toy size: data, vision pretraining, target from the pretrained tower, draft VLM in
+    the background, Sparrow, export, figures (about a minute on 2 cores)."""
+    bin_dir = Path(sys.executable).parent
+    out = tmp_path / "out"
+    env = {**os.environ, "SMOKE": "1", "OUT": str(out), "PY": sys.executable,
+           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
+                          text=True, timeout=900, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert (out / "vision" / "tower.safetensors").is_file()
+    manifest = json.loads((out / "releases" / "synthvid-target" / "manifest.json").read_text())
+    assert manifest["training_config"]["model"]["init_args"]["vision_init"] == str(out / "vision")
+    fig = json.loads((out / "figures.json").read_text())
+    assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True
+    assert fig["mcq"]["questions"] == 2
