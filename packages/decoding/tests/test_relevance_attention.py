@@ -7,7 +7,6 @@ returns with ``output_attentions=True`` (same cache state, same mask) for both f
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
@@ -21,6 +20,7 @@ from vidspec.decoding.verifiers.relevance import (
     NEED_ATTN_MAX,
     AttentionMassConfig,
     AttentionMassScorer,
+    CosineTopNScorer,
 )
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
@@ -213,40 +213,72 @@ def _generate(capfd, *args):
     return code, out, err
 
 
-@pytest.mark.parametrize("name", FAMILIES)
-def test_generate_lvspec_pst_with_attention_relevance(capfd, bikes, monkeypatch, name):
-    """`vidspec generate --method lvspec-pst` end to end with the attention scorer.
-
-    ``generate`` has no scorer flag yet (commands.py is not this change's), so the scorer is put
-    into the loose options on their way from ``generate`` to ``build_decoder``; everything else
-    (flag parsing, model loading, video reading, decoding, JSON) is the real CLI path.
-    """
+@pytest.fixture
+def built(monkeypatch):
+    """The decoders ``vidspec generate`` builds (the real ``build_decoder``, recorded)."""
     import vidspec.decoding.commands as commands
 
-    built = []
+    decoders: list = []
     real = commands.build_decoder
 
-    def with_attention(method, **kw):
-        kw["loose"] = {**(kw.get("loose") or {}), "scorer": "attention"}
-        dec = real(method, **kw)
-        built.append(dec)
-        return dec
+    def spy(method, **kw):
+        decoders.append(real(method, **kw))
+        return decoders[-1]
 
-    monkeypatch.setattr(commands, "build_decoder", with_attention)
-    code, out, err = _generate(capfd, "--target", name, "--method", "lvspec-pst", "--video", bikes,
-                               "--prompt", "Describe the video.", "--max-new-tokens", "24", "--json")
+    monkeypatch.setattr(commands, "build_decoder", spy)
+    return decoders
+
+
+def _one_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert "Traceback" not in err and len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_generate_lvspec_pst_with_attention_relevance(capfd, bikes, built, name):
+    """`vidspec generate --method lvspec-pst --scorer attention` end to end (flags, models, video, JSON)."""
+    code, out, err = _generate(capfd, "--target", name, "--method", "lvspec-pst", "--scorer", "attention",
+                               "--attention-heads", "max", "--video", bikes, "--prompt", "Describe the video.",
+                               "--max-new-tokens", "24", "--json")
     assert code == 0, err
     rec = json.loads(out.strip().splitlines()[-1])
     assert rec["method"] == "lvspec-pst" and 2 <= rec["num_new_tokens"] <= 24
-    assert len(built) == 1 and isinstance(built[0].verifier.scorer, AttentionMassScorer)
+    (dec,) = built
+    assert isinstance(dec.verifier.scorer, AttentionMassScorer) and dec.verifier.scorer.config.heads == "max"
 
 
-def test_generate_scorer_flag(capfd, bikes):
-    """The real flag, once ``vidspec generate`` forwards a ``scorer`` option to the loose options."""
-    from vidspec.decoding.commands import generate
-
-    if "scorer" not in inspect.signature(generate).parameters:
-        pytest.skip("vidspec generate has no --scorer flag yet (commands.py)")
+def test_generate_scorer_flag(capfd, bikes, built):
+    """``--scorer attention`` reaches the verifier (mean heads by default); the default stays cosine."""
     code, out, err = _generate(capfd, "--target", "tiny-llava-ov", "--method", "lvspec", "--scorer", "attention",
                                "--video", bikes, "--max-new-tokens", "16", "--json")
     assert code == 0, err
+    assert isinstance(built[-1].verifier.scorer, AttentionMassScorer)
+    assert built[-1].verifier.scorer.config.heads == "mean" and built[-1].verifier.need == frozenset({NEED_ATTN})
+    code, out, err = _generate(capfd, "--target", "tiny-llava-ov", "--method", "lvspec", "--video", bikes,
+                               "--max-new-tokens", "4", "--json")
+    assert code == 0, err
+    assert isinstance(built[-1].verifier.scorer, CosineTopNScorer)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--scorer", "entropy"], "unknown --scorer 'entropy' (choose from cosine, attention, probe, random)"),
+    (["--scorer", "attention", "--attention-heads", "median"], "unknown --attention-heads 'median'"),
+    (["--scorer", "probe"], "--scorer probe needs --probe FILE"),
+    (["--scorer", "probe", "--probe", "/nonexistent/probe.safetensors"], "relevance probe file not found"),
+    (["--probe", "/nonexistent/probe.safetensors"], "--probe is used by --scorer probe only"),
+])
+def test_generate_bad_scorer_options_are_one_line(capfd, bikes, built, args, needle):
+    code, out, err = _generate(capfd, "--target", "tiny-llava-ov", "--method", "lvspec-pst", "--video", bikes,
+                               "--max-new-tokens", "4", *args)
+    assert code == 2 and needle in _one_line(err)
+    assert out == "" and not built  # refused before any model loaded
+
+
+def test_generate_attention_on_fast_engine_is_one_line(capfd, bikes):
+    """The fast engine does not compute attention: the engine's ConfigError, one line, exit 2."""
+    code, out, err = _generate(capfd, "--target", "tiny-qwen2.5-vl", "--method", "lvspec-pst", "--scorer",
+                               "attention", "--engine", "fast", "--fast-max-len", "512", "--video", bikes,
+                               "--max-new-tokens", "4", "--json")
+    assert code == 2 and "attn_to_visual" in _one_line(err)
+    assert out == ""

@@ -103,3 +103,47 @@ def test_runs_recorded_before_the_engine_option_resume_as_eager(tmp_path):
     runner_mod._check_resume(tmp_path, cfg)  # no error
     with pytest.raises(ConfigError, match="engine"):
         runner_mod._check_resume(tmp_path, EvalConfig(**{**cfg.to_dict(), "engine": "fast"}))
+
+
+def test_eval_scorer_is_recorded_and_refused_another_on_resume(capfd, synthvid, tmp_path):
+    """``vidspec eval --scorer attention`` reaches the verifier and is part of the run's config."""
+    out = tmp_path / "att"
+    code, err = _eval(capfd, synthvid, out, "--methods", "ar,lvspec-pst", "--scorer", "attention",
+                      "--attention-heads", "max")
+    assert code == 0, err
+    cfg = json.loads((out / "config.json").read_text())
+    assert (cfg["scorer"], cfg["attention_heads"], cfg["probe"]) == ("attention", "max", None)
+    assert json.loads((out / "summary.json").read_text())["config"]["scorer"] == "attention"
+    assert {r["method"] for r in read_jsonl(out / "records.jsonl")} == {"ar", "lvspec-pst"}
+
+    code, err = _eval(capfd, synthvid, out, "--methods", "ar,lvspec-pst")  # the default scorer is cosine
+    assert code == 2 and "scorer: 'attention' -> 'cosine'" in _one_line(err)
+
+
+def test_eval_bad_scorer_options_are_one_line(capfd, synthvid, tmp_path):
+    code, err = _eval(capfd, synthvid, tmp_path / "x", "--scorer", "entropy")
+    assert code == 2 and "unknown --scorer 'entropy'" in _one_line(err)
+    code, err = _eval(capfd, synthvid, tmp_path / "x", "--methods", "ar,lvspec", "--scorer", "attention",
+                      "--engine", "fast")
+    assert code == 2 and "--engine eager" in _one_line(err)
+    assert not (tmp_path / "x").exists()
+    EvalConfig(benchmark="b", out="x", methods="ar,sd", scorer="attention", engine="fast")  # no scorer used: fine
+
+
+def test_runs_recorded_before_the_scorer_option_resume_as_cosine(tmp_path):
+    from vidspec.decoding.verifiers.relevance import AttentionMassScorer, CosineTopNScorer
+
+    cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar,lvspec")
+    old = cfg.to_dict()
+    del old["scorer"], old["attention_heads"], old["probe"]
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    runner_mod._check_resume(tmp_path, cfg)  # no error
+    attention = EvalConfig(**{**cfg.to_dict(), "scorer": "attention"})
+    with pytest.raises(ConfigError, match="scorer"):
+        runner_mod._check_resume(tmp_path, attention)
+
+    from vidspec.decoding.models import load_target
+
+    models = EvalModels(target=load_target("tiny-llava-ov"), draft=load_target("tiny-llava-ov-draft"))
+    assert isinstance(build_decoders(cfg, models)["lvspec"].verifier.scorer, CosineTopNScorer)
+    assert isinstance(build_decoders(attention, models)["lvspec"].verifier.scorer, AttentionMassScorer)

@@ -16,11 +16,40 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any, get_args, get_type_hints
 
 from vidspec.decoding.cli import normalize_flags
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, METHODS, build_decoder, check_engine
 from vidspec.decoding.types import Request
+from vidspec.decoding.verifiers.registry import RelevanceOptions
+
+_RELEVANCE_HINTS = get_type_hints(RelevanceOptions)
+#: ``--scorer`` values: LVSpec's relevance scorers (:class:`RelevanceOptions`).
+SCORERS: tuple[str, ...] = get_args(_RELEVANCE_HINTS["scorer"])
+#: ``--attention-heads`` values: how the attention scorer reduces its per-head masses.
+ATTENTION_HEADS: tuple[str, ...] = get_args(_RELEVANCE_HINTS["attention_heads"])
+
+
+def relevance_options(scorer: str = "cosine", attention_heads: str = "mean", probe: str | None = None) -> dict[str, Any]:
+    """The loose options of ``--scorer``, ``--attention-heads`` and ``--probe``, checked before models load.
+
+    Raises:
+        ConfigError: an unknown scorer or head reduction, ``--scorer probe`` without an existing
+            ``--probe`` file, or ``--probe`` with another scorer.
+    """
+    if scorer not in SCORERS:
+        raise ConfigError(f"unknown --scorer {scorer!r} (choose from {', '.join(SCORERS)})")
+    if attention_heads not in ATTENTION_HEADS:
+        raise ConfigError(f"unknown --attention-heads {attention_heads!r} (choose from {', '.join(ATTENTION_HEADS)})")
+    if scorer == "probe":
+        if not probe:
+            raise ConfigError("--scorer probe needs --probe FILE (a relevance probe written by ProbeScorer.save)")
+        if not Path(probe).is_file():
+            raise ConfigError(f"--probe {probe}: relevance probe file not found")
+    elif probe:
+        raise ConfigError(f"--probe is used by --scorer probe only (got --scorer {scorer})")
+    return dict(scorer=scorer, attention_heads=attention_heads, probe_path=probe)
 
 
 def generate(
@@ -45,6 +74,9 @@ def generate(
     predicate: str = "always",
     pst_window: int = 3,
     protect: bool = True,
+    scorer: str = "cosine",
+    attention_heads: str = "mean",
+    probe: str | None = None,
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
     json_output: bool = False,
@@ -73,6 +105,11 @@ def generate(
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
         pst_window: PST: positions a shifted token may move (lvspec-pst).
         protect: keep negations, numbers and comparatives strict under loose verification.
+        scorer: LVSpec relevance scorer: cosine (top-N cosine to visual tokens, the paper's), attention
+            (attention mass on visual positions at --relevance-layer; eager engine only), probe (a linear
+            probe, --probe FILE) or random (control).
+        attention_heads: --scorer attention: mean or max of the per-head masses.
+        probe: --scorer probe: safetensors file written by ProbeScorer.save.
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
@@ -87,6 +124,7 @@ def generate(
     if not 0 < top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1], got {top_p}")
     check_engine(engine)
+    relevance = relevance_options(scorer, attention_heads, probe)
     if fast_max_len < 1:
         raise ConfigError(f"--fast-max-len must be >= 1, got {fast_max_len}")
     if max_frames is not None and max_frames < 1:  # 0 would silently mean "the model's default"
@@ -100,7 +138,7 @@ def generate(
         draft = sparrow or draft
         if draft is None:
             raise ConfigError(f"method {method} needs --sparrow DIR (a Sparrow draft release)")
-    loose = dict(lam=lam, top_n=top_n, predicate=predicate, pst_window=pst_window, protect=protect)
+    loose = dict(lam=lam, top_n=top_n, predicate=predicate, pst_window=pst_window, protect=protect, **relevance)
     decoder = build_decoder(
         method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
         relevance_layer=relevance_layer, temperature=temperature, loose=loose,

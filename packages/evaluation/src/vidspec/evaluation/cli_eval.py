@@ -46,6 +46,9 @@ def evaluate(
     predicate: str = "always",
     pst_window: int = 3,
     protect: bool = True,
+    scorer: str = "cosine",
+    attention_heads: str = "mean",
+    probe: str | None = None,
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
     warmup: bool = True,
@@ -80,6 +83,10 @@ def evaluate(
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
         pst_window: PST window.
         protect: keep negations, numbers and comparatives strict under loose verification.
+        scorer: LVSpec relevance scorer: cosine (the paper's), attention (attention mass on visual positions;
+            eager engine only), probe (--probe FILE) or random (control). Recorded; resuming refuses another.
+        attention_heads: --scorer attention: mean or max of the per-head masses.
+        probe: --scorer probe: safetensors file written by ProbeScorer.save.
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical). Recorded in the run's config; resuming refuses another.
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
@@ -104,7 +111,7 @@ def evaluate(
         draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k,
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
         relevance_layer=relevance_layer, predicate=predicate, pst_window=pst_window, protect=protect,
-        engine=engine, fast_max_len=fast_max_len, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )
     summary = run_eval(cfg)

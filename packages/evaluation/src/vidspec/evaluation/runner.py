@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from vidspec.decoding.commands import relevance_options
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import (
     DEFAULT_FAST_MAX_LEN,
@@ -64,13 +65,16 @@ log = logging.getLogger(__name__)
 #: demos without a trained release: lossless, so still token-identical to AR, but τ near 1).
 RANDOM_SPARROW = "random"
 
+#: Methods whose verifier scores relevance (``--scorer``).
+LVSPEC_METHODS = ("lvspec", "lvspec-pst", "sparrow-lvspec-pst")
+
 #: Config fields that may change between a run and its resumption; any other change would mix
 #: incomparable records in one folder, so it is refused.
 RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", "judge", "judge_base_url",
                                "judge_model", "fast_max_len"})
 #: Values of config fields added after runs were recorded without them (resuming such a run is allowed
 #: when the new value is this default).
-ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager"}
+ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None}
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class EvalConfig:
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
         pst_window: PST window.
         protect: keep negations, numbers and comparatives strict under loose verification.
+        scorer: LVSpec relevance scorer: cosine, attention (eager engine only), probe or random.
+        attention_heads: scorer "attention": mean or max of the per-head masses.
+        probe: scorer "probe": safetensors file written by ProbeScorer.save.
         engine: eager (the Hugging Face modules as loaded) or fast (FastTarget: static KV cache, CUDA
             graphs on CUDA; one FastTarget per loaded model, shared by every method's decoder).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
@@ -134,6 +141,9 @@ class EvalConfig:
     predicate: str = "always"
     pst_window: int = 3
     protect: bool = True
+    scorer: str = "cosine"
+    attention_heads: str = "mean"
+    probe: str | None = None
     engine: str = "eager"
     fast_max_len: int = DEFAULT_FAST_MAX_LEN
     warmup: bool = True
@@ -160,6 +170,11 @@ class EvalConfig:
         if self.k is not None and self.k < 1:
             raise ConfigError(f"--k must be >= 1, got {self.k}")
         check_engine(self.engine)
+        relevance_options(self.scorer, self.attention_heads, self.probe)
+        if self.engine == "fast" and self.scorer == "attention" and any(m in LVSPEC_METHODS for m in methods):
+            # Checked before config.json is written (the fast engine's decoder build would refuse it later).
+            raise ConfigError("--scorer attention needs --engine eager: the fast engine does not compute "
+                              "attention (attn_to_visual)")
         if self.fast_max_len < 1:
             raise ConfigError(f"--fast-max-len must be >= 1, got {self.fast_max_len}")
         if any(m in SPARROW_METHODS for m in methods) and not self.sparrow:
@@ -225,7 +240,7 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     get separate wrappers, even when they are one module.
     """
     loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, pst_window=config.pst_window,
-                 protect=config.protect)
+                 protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe))
     target, draft_vlm = models.target, models.draft
     if config.engine == "fast":
         fast_options = {"max_len": config.fast_max_len}
