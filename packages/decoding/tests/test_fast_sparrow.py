@@ -179,6 +179,76 @@ def test_sampling_falls_back_to_host_choice(tiny, clip):
     assert a.cache_length == b.cache_length
 
 
+# ---- warm-up: every graph a round can meet is captured before timing ---------------------------------
+@pytest.mark.parametrize("name", FAMILIES)
+def test_warmup_captures_every_round_graph_and_leaves_outputs_identical(tiny, clip, name):
+    """After warmup(k) no decode captures a graph (pending T = 1..K+1, every bucket up to max_text)."""
+    target = tiny(name)
+    model = new_sparrow_for(target)
+    req = Request("What happens in this video?", clip)
+    k, rounds = 4, len(ACCEPT)
+    max_text = text_positions(target, req) + rounds * (k + 1) + k + 1
+    ref = lockstep(target, req, [SparrowDrafter(model)], k=k)
+
+    graphed = EmulatedGraphDrafter(model, max_len=128, bucket=16)
+    n = graphed.warmup(target, k, max_text=max_text)
+    buckets = graphed.warmup_buckets(max_text)
+    assert len(buckets) > 1 and buckets == tuple(range(16, buckets[-1] + 1, 16))
+    assert n == graphed.graph_captures == len(graphed._eng.graphs) == (k + 1) * len(buckets)
+    assert graphed.warmup(target, k, max_text=max_text) == 0  # nothing left to capture
+    # ACCEPT has 0..4 accepted tokens, so rounds run every pending length 1..5
+    assert lockstep(target, req, [SparrowDrafter(model), graphed], k=k) == ref
+    assert graphed.graph_captures == n, "a graph was captured inside a decode"
+    assert sum(g.graph.replays for g in graphed._eng.graphs.values()) > rounds  # the decode ran the graphs
+    cold = EmulatedGraphDrafter(model, max_len=128, bucket=16)
+    lockstep(target, req, [cold], k=k)
+    assert cold.graph_captures > 1  # without the warm-up the rounds capture as they go
+
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=24)
+    sd = SpeculativeDecoder(target, graphed, StrictVerifier(), k=k, method="sparrow").generate(req, max_new_tokens=24)
+    assert sd.token_ids == ar.token_ids
+    assert graphed.graph_captures == n
+
+
+def test_warmup_without_graphs_is_a_no_op(tiny, clip):
+    target = tiny("tiny-llava-ov")
+    req = Request("Describe the video.", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=16)
+    drafter = FastSparrowDrafter(new_sparrow_for(target))
+    assert drafter.warmup(target, 4, max_text=4096) == 0
+    assert not drafter.graphs and drafter.graph_captures == 0 and not drafter._eng.graphs
+    assert drafter.warmup_buckets(4096) == ()  # exact lengths off the graph path
+    dec = SpeculativeDecoder(target, drafter, StrictVerifier(), k=4, method="sparrow")
+    assert dec.generate(req, max_new_tokens=16).token_ids == ar.token_ids
+    # a warm-up between requests is harmless too
+    drafter.warmup(target, 4)
+    assert dec.generate(req, max_new_tokens=16).token_ids == ar.token_ids
+
+
+def test_warmup_ends_a_live_request(tiny, clip):
+    target = tiny("tiny-llava-ov")
+    graphed = EmulatedGraphDrafter(new_sparrow_for(target), max_len=128, bucket=16)
+    state = target.prefill(Request("Describe the video.", clip), NEED)
+    graphed.begin(target, state, int(state.first_logits.argmax()))
+    graphed.warmup(target, 2)
+    with pytest.raises(RuntimeError, match="begin"):
+        graphed.propose(2)  # its cache slots were overwritten by the warm-up steps
+    with pytest.raises(ValueError):
+        graphed.warmup(target, -1)
+
+
+def test_round_timings_split_decode_time(tiny, clip):
+    """begin_s and each round's draft_s / verify_s are disjoint parts of decode_s."""
+    target = tiny("tiny-qwen2.5-vl")
+    dec = SpeculativeDecoder(target, FastSparrowDrafter(new_sparrow_for(target)), StrictVerifier(), k=4,
+                             method="sparrow")
+    res = dec.generate(Request("Describe the video.", clip), max_new_tokens=20)
+    t = res.timings
+    assert res.steps and t.begin_s > 0
+    assert all(s.draft_s > 0 and s.verify_s > 0 for s in res.steps)
+    assert t.begin_s + sum(s.draft_s + s.verify_s for s in res.steps) <= t.decode_s <= t.wall_s
+
+
 # ---- the cache: text positions only, O(1) rollback ---------------------------------------------------
 @pytest.mark.parametrize("name", FAMILIES)
 def test_draft_cache_holds_text_positions_only(tiny, name):
@@ -321,3 +391,26 @@ def test_cuda_fast_target_with_fast_sparrow_equals_ar(cuda_tiny_fp32, clip, name
     sd = dec.generate(req, max_new_tokens=48)
     assert drafter.graphs
     assert sd.token_ids == ar.token_ids
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_warmup_leaves_no_capture_for_the_decode(cuda_tiny_fp32, clip, name):
+    """FastTarget.warmup (verify T = 1..K+1) and FastSparrowDrafter.warmup: the decode then captures nothing."""
+    from vidspec.decoding.fast import FastStrictVerifier, FastTarget
+
+    target = cuda_tiny_fp32(name)
+    req = Request("What happens in this video?", clip)
+    k, budget = 4, 48
+    ar = SpeculativeDecoder(FastTarget(target, compile=False)).generate(req, max_new_tokens=budget)
+    fast = FastTarget(target, compile=False)
+    drafter = FastSparrowDrafter(new_sparrow_for(target), bucket=16)
+    dec = SpeculativeDecoder(fast, drafter, FastStrictVerifier(), k=k, method="sparrow")
+    prompt = int(fast.build_prompt(req)[0].shape[0])
+    assert fast.warmup(tuple(range(1, k + 2)), fast.warmup_contexts(prompt, prompt + budget + k + 1)) > 0
+    assert drafter.warmup(fast, k, max_text=text_positions(target, req) + budget + k + 1) > 0
+    graphs_t, graphs_d = len(fast.lm._graphs), drafter.graph_captures
+    sd = dec.generate(req, max_new_tokens=budget)
+    assert sd.token_ids == ar.token_ids
+    assert len(fast.lm._graphs) == graphs_t and drafter.graph_captures == graphs_d

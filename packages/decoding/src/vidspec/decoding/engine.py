@@ -140,6 +140,10 @@ class SpeculativeDecoder:
             return
 
         drafter.begin(target, state, first)
+        # Once per request (not per round): the drafter's prompt feed is timed on its own, so it
+        # does not land in the first round's draft_s.
+        _sync(device)
+        timings["begin_s"] = time.perf_counter() - t1
         ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
         x_last = first
         while True:
@@ -205,7 +209,8 @@ class SpeculativeDecoder:
             text=self.target.decode(tokens),
             token_ids=tuple(tokens),
             steps=tuple(steps),
-            timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"], wall_s=wall),
+            timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"], wall_s=wall,
+                            begin_s=timings.get("begin_s", 0.0)),
             finish_reason=timings["finish"],
         )
 

@@ -249,7 +249,11 @@ class Verifier(Protocol):
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One round of drafting and verification."""
+    """One round of drafting and verification.
+
+    ``draft_s``: host wall seconds of ``propose`` (device synchronised after it); ``verify_s``: of the
+    target pass, the verifier's decision, the rollback and the drafter's ``commit`` (synchronised).
+    """
 
     drafted: int
     accepted: int
@@ -262,12 +266,18 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class Timings:
-    """Seconds spent, split as ALGORITHMS.md section 5 asks (prefill vs decode)."""
+    """Seconds spent, split as ALGORITHMS.md section 5 asks (prefill vs decode).
+
+    ``begin_s`` is the part of ``decode_s`` spent in the drafter's ``begin`` (e.g. a Sparrow draft
+    feeding the prompt's text positions); each round's draft and verify seconds are in the
+    :class:`StepRecord` s, so ``begin_s + sum(draft_s + verify_s) <= decode_s``.
+    """
 
     video_s: float = 0.0
     prefill_s: float = 0.0
     decode_s: float = 0.0
     wall_s: float = 0.0
+    begin_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from vidspec.decoding.errors import ConfigError
 
@@ -59,6 +59,12 @@ class SampleRecord(TypedDict):
     Times are seconds. ``dsr``/``esr`` are against the same sample's AR run (1.0 for AR itself;
     None when a side decoded no token after the first). Fidelity fields that do not apply to the
     sample's metric are None.
+
+    Where decode time goes (fields added later; records written before them lack them):
+    ``begin_s`` is the part of ``decode_s`` spent in the drafter's ``begin`` (prompt feed),
+    ``draft_ms_per_round``/``verify_ms_per_round`` the mean milliseconds per round of ``propose``
+    and of verification (target pass, decision, rollback, commit), None without rounds; the rest of
+    ``decode_s`` is the engine's own per-round bookkeeping. ``drafter`` is the drafter's class.
     """
 
     schema: int
@@ -92,6 +98,10 @@ class SampleRecord(TypedDict):
     fact_recall: float | None
     fact_hallucinations: int | None
     hallucinated: list[str]
+    begin_s: NotRequired[float]
+    draft_ms_per_round: NotRequired[float | None]
+    verify_ms_per_round: NotRequired[float | None]
+    drafter: NotRequired[str]
 
 
 class JudgementRecord(TypedDict):
@@ -132,6 +142,10 @@ class MethodSummary(TypedDict):
     judge_unparsable: int
     loose_accepted: int
     shift_accepted: int
+    begin_ms: NotRequired[float | None]
+    draft_ms_per_round: NotRequired[float | None]
+    verify_ms_per_round: NotRequired[float | None]
+    drafter: NotRequired[str | None]
 
 
 class RunSummary(TypedDict):
@@ -336,6 +350,7 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
     retention = score / ar_score if score is not None and ar_score else None
 
     judged = [judgements[(r["sample_id"], method)] for r in records if (r["sample_id"], method) in judgements]
+    split = round_split(records)
     dec_s = sum(r["decode_s"] for r in records)
     taus = [r["tau"] for r in records]
     halls = [r["fact_hallucinations"] for r in records if r["fact_hallucinations"] is not None]
@@ -363,7 +378,29 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
         judge_unparsable=sum(j["judge_status"] != "ok" for j in judged),
         loose_accepted=sum(r["loose_accepted"] for r in records),
         shift_accepted=sum(r["shift_accepted"] for r in records),
+        **split,
     )
+
+
+def round_split(records: list[dict]) -> dict[str, Any]:
+    """Where one method's decode time goes, from the records that carry the split.
+
+    ``begin_ms``: mean per sample of the drafter's ``begin``; ``draft_ms_per_round`` /
+    ``verify_ms_per_round``: pooled over all rounds (a sample weighs by its rounds); ``drafter``:
+    the drafter class (joined with "," if records disagree). None where no record has the field
+    (runs recorded before it existed).
+    """
+    timed = [r for r in records if r.get("draft_ms_per_round") is not None and r["target_passes"]]
+    rounds = sum(r["target_passes"] for r in timed)
+
+    def per_round(key: str) -> float | None:
+        return sum(r[key] * r["target_passes"] for r in timed) / rounds if rounds else None
+
+    begin = _mean(r["begin_s"] * 1000.0 for r in records if r.get("begin_s") is not None)
+    drafters = sorted({r["drafter"] for r in records if r.get("drafter")})
+    return dict(begin_ms=begin, draft_ms_per_round=per_round("draft_ms_per_round"),
+                verify_ms_per_round=per_round("verify_ms_per_round"),
+                drafter=",".join(drafters) if drafters else None)
 
 
 def summarize(records: list[dict], methods: Iterable[str] | None = None,

@@ -11,7 +11,8 @@ Usage::
 
 For each sample, AR runs first (the baseline), then every other method, in this process on the
 same hardware. Each model is loaded once and shared by all methods. Before any timing, every
-method decodes once untimed (warm-up: allocator, kernel selection, lazy imports). Records are
+method decodes once untimed (warm-up: allocator, kernel selection, lazy imports; on the fast engine
+every CUDA graph its timed decodes can need is then captured, see :func:`capture_fast_graphs`). Records are
 appended and fsynced one by one, so a killed run loses at most the decode in flight; rerunning
 with the same ``out`` skips every (sample, method) already recorded and every verdict already
 judged. The metric conventions are :data:`vidspec.evaluation.records.CONVENTIONS`.
@@ -363,9 +364,21 @@ def fidelity(sample: Sample, text: str) -> dict[str, Any]:
     return out
 
 
+def round_timing(result: GenerationResult) -> dict[str, Any]:
+    """Where one decode's time went: the drafter's ``begin`` and the mean draft / verify ms per round."""
+    steps = result.steps
+    n = len(steps)
+    return dict(begin_s=result.timings.begin_s,
+                draft_ms_per_round=1000.0 * sum(s.draft_s for s in steps) / n if n else None,
+                verify_ms_per_round=1000.0 * sum(s.verify_s for s in steps) / n if n else None)
+
+
 def make_record(benchmark: str, sample: Sample, method: str, k: int, result: GenerationResult, video_s: float,
-                wall_s: float, ar: SampleRecord | None) -> SampleRecord:
-    """The JSONL record of one decode (speedups against ``ar``, the same sample's AR record)."""
+                wall_s: float, ar: SampleRecord | None, drafter: str = "") -> SampleRecord:
+    """The JSONL record of one decode (speedups against ``ar``, the same sample's AR record).
+
+    ``drafter``: the drafter's class name (which implementation produced the timings).
+    """
     steps = result.steps
     rec = SampleRecord(
         schema=SCHEMA_VERSION,
@@ -393,11 +406,52 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
         token_identical_to_ar=True,
         metric=sample.metric,
         **fidelity(sample, result.text),
+        **round_timing(result),
+        drafter=drafter,
     )
     if ar is not None and method != "ar":
         rec["dsr"], rec["esr"] = speedups(rec, ar)
         rec["token_identical_to_ar"] = rec["token_ids"] == ar["token_ids"]
     return rec
+
+
+def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
+    """Fast engine: capture every CUDA graph a method's timed decodes can need (after its warm-up decode).
+
+    A step graph is otherwise captured the first time a decode meets its step length or cache
+    bucket, inside that decode's timing. Covered here, around the cache lengths the warm-up decode
+    reached (+ the token budget): the target's verify steps (T = 1 for AR, k + 1 for k = 0..K
+    with drafting: a round drafts fewer than K near the budget), a FastModelDrafter's draft target
+    (pending lengths 1..K+1) and a FastSparrowDrafter's draft steps (T = 1..K+1 over its buckets).
+    Off CUDA and on the eager engine nothing is captured.
+
+    Returns:
+        The number of graphs captured.
+    """
+    from vidspec.decoding.methods import is_fast
+
+    k = decoder.k
+    lengths = tuple(range(1, k + 2))
+    captured = 0
+    models = [decoder.target, getattr(decoder.drafter, "model", None)]
+    for model in models:
+        if not is_fast(model) or not model.graphs:
+            continue
+        cache = model.lm.cache
+        end = cache.length if cache is not None else 0  # the warm-up request's prompt + tokens
+        # One bucket below it too: another sample's prompt may be a little shorter.
+        contexts = model.warmup_contexts(max(0, end - model.lm.bucket), end + max_new_tokens + k + 1)
+        captured += model.warmup(lengths, contexts)
+    if is_fast(decoder.target):
+        from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+
+        drafter = decoder.drafter
+        if isinstance(drafter, FastSparrowDrafter):
+            # The draft's cache holds text positions only: the warm-up request's, plus the budget.
+            captured += drafter.warmup(decoder.target, k, max_text=drafter.cache_length + max_new_tokens + k + 1)
+    if captured:
+        log.info("captured %d CUDA graphs for %s before timing", captured, decoder.method)
+    return captured
 
 
 # ---- the run ---------------------------------------------------------------------------------
@@ -478,13 +532,15 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
                 # kernel autotuning, lazy imports) that are not what a user waits for per request.
                 for m in dict.fromkeys(m for _, m in todo):
                     decode_sample(decoders[m], todo[0][0], min(8, max_new))
+                    capture_fast_graphs(decoders[m], max_new)
             bar = _progress(len(todo), task.name, config.progress)
             for sample, method in todo:
                 bar.set_postfix_str(method)
                 dec = decoders[method]
                 result, video_s, wall_s = decode_sample(dec, sample, max_new)
                 ar = records.get(sample.sample_id, "ar")
-                records.append(make_record(task.name, sample, method, dec.k, result, video_s, wall_s, ar))
+                records.append(make_record(task.name, sample, method, dec.k, result, video_s, wall_s, ar,
+                                           drafter=type(dec.drafter).__name__))
                 bar.update(1)
             bar.close()
     finally:

@@ -19,7 +19,10 @@ arguments plus engine options, same ``from_pretrained``, same begin/propose/comm
   the cache up to a multiple of ``bucket`` slots, with a mask hiding slots past each query) and a
   greedy proposal of K tokens is one host-to-device copy of the round's inputs, one graph replay
   for the pending tokens, K - 1 replays of the single-token graph chained on the device, and one
-  host synchronisation to read the K tokens back.
+  host synchronisation to read the K tokens back. A step graph is captured the first time its
+  ``(T, bucket)`` is met; :meth:`FastSparrowDrafter.warmup` captures all that rounds of K tokens
+  can meet ahead of time (T = 1..K+1 over the buckets up to a text length), so no capture lands
+  inside a timed decode.
 
 Off CUDA (CI) or with ``graphs=False`` the same step function runs eagerly over the exact cache
 length; sampling (``temperature > 0``) runs the same steps with one host round trip per token (the
@@ -153,6 +156,8 @@ class FastSparrowDrafter(SparrowDrafter):
         # bucketed attention on the eager path to exercise the masks over stale slots.
         self._use_graphs = False
         self._bucketed = False
+        #: Step graphs captured so far (all engines): a capture inside a timed decode shows up here.
+        self.graph_captures = 0
 
     @property
     def graphs(self) -> bool:
@@ -353,9 +358,61 @@ class FastSparrowDrafter(SparrowDrafter):
             torch.cuda.current_stream(e.device).wait_stream(stream)
         g = self._record(t, lb)
         e.graphs[(t, lb)] = g
+        self.graph_captures += 1
         log.debug("captured Sparrow draft step T=%d over %d slots (%d graphs)", t, lb, len(e.graphs))
         g.replay()  # the real step
         return g
+
+    # ---- warm-up ----------------------------------------------------------------------------------
+    def warmup_buckets(self, max_text: int | None = None) -> tuple[int, ...]:
+        """Attended cache lengths (buckets) of steps whose tokens end at or below ``max_text`` slots.
+
+        Default: the first bucket only. Off the graph path (exact lengths, no graphs) this is empty.
+        """
+        if not self._bucketed:
+            return ()
+        top = self._lb(self.bucket if max_text is None else min(max(1, int(max_text)), self.max_len))
+        return tuple(sorted({min(b, self.max_len) for b in range(self.bucket, top, self.bucket)} | {top}))
+
+    @torch.inference_mode()
+    def warmup(self, target: TargetModel, k: int, max_text: int | None = None) -> int:
+        """Capture, before any timed decode, every draft-step graph that rounds of ``k`` tokens can meet.
+
+        A round runs its pending tokens as one T-step (T = 1 at a request's first round or after a
+        full rejection, up to K + 1 after a full acceptance) and chains single-token steps; each
+        ``(T, bucket)`` graph is otherwise captured (two eager runs, the capture, a replay) the first
+        time a decode meets it, inside that decode's timing. This captures T = 1..K+1 (those up to
+        ``max_step``) over every bucket up to the one holding ``max_text`` text positions (prompt text
+        + generated tokens + one proposal; default: the first bucket).
+
+        Call it between requests: it writes the draft's static cache and ends a live request
+        (``begin`` starts the next one). Prepares the draft for ``target`` as ``begin`` does; off CUDA
+        or with ``graphs=False`` it captures nothing.
+
+        Returns:
+            The number of graphs this call captured (0 when all were captured already).
+        """
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        self._prepare_model(target)
+        e = self._engine()
+        if not self._use_graphs:
+            return 0
+        self.cache = None  # the warm-up steps overwrite cache slots: a live request cannot go on
+        self._pending = _Pending()
+        self._draft = []
+        before = self.graph_captures
+        d = self.model.config.hidden_size
+        for lb in self.warmup_buckets(max_text):
+            for t in range(1, min(k + 1, self.max_step) + 1):
+                start = max(0, lb - t)
+                if (t, lb) in e.graphs or start + t > self.max_len or self._lb(start + t) != lb:
+                    continue  # captured already, or no T-step ends in this bucket
+                pos = torch.arange(start, start + t, dtype=torch.long).expand(3, t)
+                self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
+                           torch.full((3,), start + t, dtype=torch.long))
+                self._capture(t, lb)
+        return self.graph_captures - before
 
     # ---- inputs -----------------------------------------------------------------------------------
     def _load(self, tokens: list[int], hidden: torch.Tensor, pos3: torch.Tensor, slot: int,

@@ -375,19 +375,41 @@ class FastTarget:
         return toks.tolist()
 
     @torch.inference_mode()
-    def warmup(self, step_lengths: tuple[int, ...] = (1,), contexts: tuple[int, ...] = ()) -> None:
+    def warmup(self, step_lengths: tuple[int, ...] = (1,), contexts: tuple[int, ...] = ()) -> int:
         """Capture graphs for the given step lengths at the given context lengths ahead of time.
 
+        A step of ``T`` tokens after ``ctx`` cached positions uses the graph of ``(T, bucket)``
+        (one graph per T when the Triton step kernels are on); a graph not captured here is captured
+        the first time a decode needs it, inside that decode's timing. Steps whose graph exists
+        already are skipped (no replay). Which lengths a decoder needs: ``T = 1`` for AR, ``T = k + 1``
+        for k = 0..K for chain verification (a round drafts fewer than K near the token budget),
+        the pending lengths 1..K+1 for a :class:`FastModelDrafter`'s draft target.
+
         Runs on the empty cache (any state of an earlier request is invalidated).
+
+        Returns:
+            The number of graphs captured by this call (0 off the graph path).
         """
         if not self.lm.graphs:
-            return
+            return 0
+        before = len(self.lm._graphs)
         self.lm.new_cache()
         for ctx in contexts:
             for t in step_lengths:
+                if t > self.lm.max_step:
+                    continue  # runs eagerly: nothing to capture
                 start = max(0, min(ctx, self.lm.max_len - t))
+                if (t, self.lm._bucket(start + t)) in self.lm._graphs:
+                    continue
                 self.lm.step([0] * t, start, start, 0, list(range(t)), _tril(t))
         self.lm.new_cache()
+        return len(self.lm._graphs) - before
+
+    def warmup_contexts(self, first: int, last: int) -> tuple[int, ...]:
+        """Context lengths whose steps cover every cache bucket between ``first`` and ``last`` positions."""
+        first = max(0, min(first, self.lm.max_len - 1))
+        last = max(first, min(last, self.lm.max_len - 1))
+        return tuple(sorted({*range(first, last + 1, self.lm.bucket), last}))
 
 
 class FastModelDrafter(ModelDrafter):

@@ -1,0 +1,98 @@
+"""The runner's warm-up captures the fast engine's graphs before timing; records split decode time per round."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.fast import FastStrictVerifier, FastTarget
+from vidspec.decoding.fast.sparrow import FastSparrowDrafter, _Graph
+from vidspec.decoding.models import load_target
+from vidspec.decoding.sparrow import new_sparrow_for
+from vidspec.decoding.types import Request, VideoClip
+from vidspec.evaluation.records import read_jsonl, summarize
+from vidspec.evaluation.runner import EvalConfig, capture_fast_graphs, run_eval
+from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+
+class _ReplayByRerun:
+    """A stand-in CUDA graph on CPU: replay reruns the step and writes the static output buffers."""
+
+    def __init__(self, drafter, t: int, lb: int, out):
+        self.drafter, self.t, self.lb, self.out = drafter, t, lb, out
+
+    def replay(self) -> None:
+        new = self.drafter._body(self.t, self.lb)
+        for a, b in ((self.out.hidden, new.hidden), (self.out.logits, new.logits), (self.out.argmax, new.argmax)):
+            a.copy_(b)
+
+
+class EmulatedGraphDrafter(FastSparrowDrafter):
+    """FastSparrowDrafter's graph path on CPU (everything but torch.cuda.graph itself)."""
+
+    def _engine(self):
+        e = super()._engine()
+        self._use_graphs = self._bucketed = True
+        return e
+
+    def _record(self, t, lb):
+        snap = self._snapshot()
+        out = self._body(t, lb)
+        self._restore(snap)
+        return _Graph(_ReplayByRerun(self, t, lb, out), out)
+
+
+@pytest.fixture(scope="module")
+def synthvid(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sv") / "sv"
+    return generate_synthvid(out, SynthVidConfig(num_videos=2, seed=0, preset="easy", size="64x64",
+                                                 split="validation", mcq_per_video=1, open_per_video=0),
+                             progress=False)
+
+
+def test_warmup_capture_leaves_no_graph_for_the_timed_decodes():
+    target = load_target("tiny-qwen2.5-vl")
+    rng = np.random.default_rng(1)
+    clip = VideoClip(frames=rng.integers(0, 255, (8, 56, 84, 3), dtype=np.uint8), fps=4.0, source="memory")
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=40)
+    fast = FastTarget(target, max_len=512)
+    drafter = EmulatedGraphDrafter(new_sparrow_for(target), max_len=256, bucket=16)
+    dec = SpeculativeDecoder(fast, drafter, FastStrictVerifier(), k=4, method="sparrow")
+    dec.generate(req, max_new_tokens=8)  # the runner's untimed warm-up decode
+    warm = drafter.graph_captures
+    n = capture_fast_graphs(dec, 40)
+    assert n > 0 and drafter.graph_captures == warm + n
+    assert capture_fast_graphs(dec, 40) == 0  # all there already
+    assert {t for t, _ in drafter._eng.graphs} == {1, 2, 3, 4, 5}
+    res = dec.generate(req, max_new_tokens=40)
+    assert res.token_ids == ar.token_ids
+    assert drafter.graph_captures == warm + n, "a graph was captured inside the timed decode"
+    # AR on a CPU FastTarget: no graphs anywhere, nothing to capture
+    assert capture_fast_graphs(SpeculativeDecoder(fast), 40) == 0
+
+
+def test_records_and_summary_split_decode_time(synthvid, tmp_path):
+    cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "run"), sparrow="random",
+                     methods=("ar", "sparrow"), engine="fast", fast_max_len=1024, max_new_tokens=12, progress=False)
+    summary = run_eval(cfg)
+    records = read_jsonl(tmp_path / "run" / "records.jsonl")
+    assert len(records) == 4
+    for r in records:
+        assert r["begin_s"] >= 0 and r["draft_ms_per_round"] >= 0 and r["verify_ms_per_round"] >= 0
+        spent = r["begin_s"] + (r["draft_ms_per_round"] + r["verify_ms_per_round"]) * r["target_passes"] / 1000
+        assert spent <= r["decode_s"] + 1e-9
+        assert r["drafter"] == ("NoDrafter" if r["method"] == "ar" else "FastSparrowDrafter")
+    for m in ("ar", "sparrow"):
+        s = summary["methods"][m]
+        assert s["draft_ms_per_round"] >= 0 and s["verify_ms_per_round"] > 0 and s["begin_ms"] >= 0
+    assert summary["methods"]["sparrow"]["drafter"] == "FastSparrowDrafter"
+    assert summary["methods"]["sparrow"]["begin_ms"] > 0  # the Sparrow draft feeds the prompt's text
+
+    # Records written before these fields existed still summarise (the split is then unknown).
+    old = [{k: v for k, v in r.items() if k not in ("begin_s", "draft_ms_per_round", "verify_ms_per_round",
+                                                     "drafter")} for r in records]
+    s = summarize(old)["sparrow"]
+    assert s["draft_ms_per_round"] is None and s["begin_ms"] is None and s["drafter"] is None
+    assert s["tau"] == summary["methods"]["sparrow"]["tau"]
