@@ -522,6 +522,26 @@ class SparrowDrafter:
 
     # ---- the protocol -----------------------------------------------------------------------------
     @torch.inference_mode()
+    def _start_prompt(self, target: TargetModel, state: TargetState) -> tuple[torch.Tensor, int, torch.Tensor]:
+        """Lay out a new request's prompt: its text positions and their draft position ids.
+
+        Returns ``(prompt ids, prompt length, feed)``: ``feed`` are the text positions the draft
+        reads at ``begin`` (VATA: text only; position 0 has no previous hidden state).
+        """
+        if state.prompt_hidden_penult is None:
+            raise RuntimeError("SparrowDrafter needs the target's prompt_hidden_penult: prefill with need={'penult'}")
+        ids = state.prompt_ids
+        L = ids.shape[0]
+        is_text = torch.ones(L, dtype=torch.bool)
+        if state.visual_positions is not None and state.visual_positions.numel():
+            is_text[state.visual_positions.cpu()] = False
+        text_idx = torch.nonzero(is_text).flatten()
+        self._prompt_len = L
+        self._prompt_pos = self._prompt_positions(target, state, text_idx)
+        self._last_pos = self._prompt_pos[:, L - 1]
+        self._n_text_prompt = int(is_text.sum())
+        return ids, L, text_idx[text_idx >= 1]
+
     def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
         from transformers import DynamicCache
 
@@ -535,23 +555,10 @@ class SparrowDrafter:
         dev = target.device
         if next(model.parameters()).device != dev or next(model.parameters()).dtype != target.model.lm_head.weight.dtype:
             model.to(device=dev, dtype=target.model.lm_head.weight.dtype)
-        if state.prompt_hidden_penult is None:
-            raise RuntimeError("SparrowDrafter needs the target's prompt_hidden_penult: prefill with need={'penult'}")
-        ids = state.prompt_ids
-        L = ids.shape[0]
-        is_text = torch.ones(L, dtype=torch.bool)
-        if state.visual_positions is not None and state.visual_positions.numel():
-            is_text[state.visual_positions.cpu()] = False
-        text_idx = torch.nonzero(is_text).flatten()
-        self._prompt_len = L
-        self._prompt_pos = self._prompt_positions(target, state, text_idx)
-        self._last_pos = self._prompt_pos[:, L - 1]
-        self._n_text_prompt = int(is_text.sum())
+        ids, L, feed = self._start_prompt(target, state)
         self.cache = DynamicCache(config=model.text_config)
         self._cache_index: list[int] = []  # sequence index of each cached entry (for masks/debugging)
         hp = state.prompt_hidden_penult
-        # VATA: only text positions enter the draft; t = 0 has no previous state.
-        feed = text_idx[text_idx >= 1]
         if feed.numel():
             self._forward(ids[feed].tolist(), hp[(feed - 1).to(hp.device)], feed.tolist())
         self._pending = _Pending(tokens=[first_token], hidden=[hp[L - 1]], index=[L])

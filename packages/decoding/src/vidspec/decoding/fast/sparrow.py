@@ -439,27 +439,14 @@ class FastSparrowDrafter(SparrowDrafter):
     @torch.inference_mode()
     def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
         self._prepare_model(target)
-        if state.prompt_hidden_penult is None:
-            raise RuntimeError("SparrowDrafter needs the target's prompt_hidden_penult: prefill with need={'penult'}")
+        ids, L, feed = self._start_prompt(target, state)
         e = self._engine()
-        ids = state.prompt_ids
-        L = ids.shape[0]
-        is_text = torch.ones(L, dtype=torch.bool)
-        if state.visual_positions is not None and state.visual_positions.numel():
-            is_text[state.visual_positions.cpu()] = False
-        text_idx = torch.nonzero(is_text).flatten()
-        self._prompt_len = L
-        self._prompt_pos = self._prompt_positions(target, state, text_idx)
-        self._last_pos = self._prompt_pos[:, L - 1]
-        self._n_text_prompt = int(is_text.sum())
         e.serial += 1
         self.cache = StaticKVCache(e.kv, e.serial)
         self._cache_index = []
         self._pending = _Pending()
         self._draft = []
         hp = state.prompt_hidden_penult
-        # VATA: only text positions enter the draft; t = 0 has no previous state.
-        feed = text_idx[text_idx >= 1]
         n = int(feed.numel())
         if n + 1 > self.max_len:
             raise ValueError(f"the prompt has {n} text positions to feed but the draft cache holds {self.max_len}: "
