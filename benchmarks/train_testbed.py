@@ -15,6 +15,11 @@ Figures (ALGORITHMS.md section 5 conventions):
   draft.tau                       strict speculative decoding with the draft, K = 4 (bonus included)
   draft.disagreement              teacher-forced on the target's captions: share of positions where the
                                   draft's greedy token differs, split into filler and visual tokens
+  grounding.teacher_forced        the target's greedy next token on the *reference* captions of its
+                                  own caption style, accuracy per word category (colour, shape,
+                                  motion, ..., filler): does it know the attribute once the
+                                  template reaches it?
+  mcq.by_type                     MCQ accuracy per question type (colour, shape, motion, count, ...)
 """
 
 from __future__ import annotations
@@ -50,6 +55,21 @@ def _draft_disagreement(target, draft, request, token_ids: list[int], labels: li
         kind = "filler" if lab == "filler" else "visual"
         out[kind][0] += int(p != t)
         out[kind][1] += 1
+    return out
+
+
+@torch.inference_mode()
+def _teacher_forced(target, request, token_ids: list[int], labels: list[str]) -> dict[str, list[int]]:
+    """Per label: [right, total] of the target's greedy next token along a reference caption."""
+    state = target.prefill(request)
+    preds = [int(state.first_logits.argmax())]
+    if len(token_ids) > 1:
+        preds += target.verify(state, token_ids[:-1]).logits.argmax(-1).tolist()
+    out: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for p, t, lab in zip(preds, token_ids, labels):
+        if lab != "special":
+            out[lab][0] += int(p == t)
+            out[lab][1] += 1
     return out
 
 
@@ -94,6 +114,21 @@ def main() -> None:
             rows.append(r)
         if len(rows) >= args.limit:
             break
+    styles = (json.loads((Path(args.target) / "manifest.json").read_text()).get("caption_styles")
+              if (Path(args.target) / "manifest.json").is_file() else None)
+    tf: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    n_tf = 0
+    for r in captions:
+        if n_tf >= args.limit:
+            break
+        if styles and r["style"] not in styles:
+            continue
+        ids = target.tokenizer(r["answer"], add_special_tokens=False)["input_ids"] + list(target.eos_token_ids)[:1]
+        request = Request(prompt=r["question"], clip=target.read_video(str(data / r["video"])))
+        for lab, (ok, n) in _teacher_forced(target, request, ids, token_labels(ids, target.tokenizer)).items():
+            tf[lab][0] += ok
+            tf[lab][1] += n
+        n_tf += 1
     claims_true = claims = found = total = 0
     per_cat: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     dis = {"filler": [0, 0], "visual": [0, 0]}
@@ -134,12 +169,16 @@ def main() -> None:
 
     mcq = load_from_disk(str(data / "mcq"))[args.split]
     correct = n_mcq = 0
+    by_type: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for r in mcq.select(range(min(args.limit, len(mcq)))):
         request = Request(prompt=mcq_prompt(r["question"], r["options"]),
                           clip=target.read_video(str(data / r["video"])))
         text = ar.generate(request, max_new_tokens=4).text
-        correct += int(extract_choice(text, options=r["options"]) == r["answer"])
+        ok = int(extract_choice(text, options=r["options"]) == r["answer"])
+        correct += ok
         n_mcq += 1
+        by_type[r.get("task_type") or "?"][0] += ok
+        by_type[r.get("task_type") or "?"][1] += 1
 
     report = {
         "data": str(data), "split": args.split, "device": args.device, "machine": platform.machine(),
@@ -150,7 +189,10 @@ def main() -> None:
             "per_category": {c: (t / n if n else None) for c, (t, n) in sorted(per_cat.items())},
             "seconds_per_caption": caption_s / max(1, len(rows)), "examples": examples,
         },
-        "mcq": {"questions": n_mcq, "accuracy": correct / n_mcq if n_mcq else None},
+        "mcq": {"questions": n_mcq, "accuracy": correct / n_mcq if n_mcq else None,
+                "by_type": {t: {"accuracy": ok / n, "questions": n} for t, (ok, n) in sorted(by_type.items())}},
+        "grounding": {"captions": n_tf, "styles": styles,
+                      "teacher_forced": {lab: {"accuracy": ok / n, "tokens": n} for lab, (ok, n) in sorted(tf.items())}},
     }
     if draft is not None:
         report["draft"] = {
