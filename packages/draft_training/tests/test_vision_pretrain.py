@@ -53,3 +53,24 @@ def test_tower_of_other_sizes_is_refused(tiny_dataset, tmp_path):
     fake.mkdir()
     with pytest.raises(ConfigError):
         load_tower_into(torch.nn.Linear(2, 2), fake)
+
+
+def test_freeze_vision_keeps_the_tower_and_trains_the_rest(tiny_dataset, tmp_path):
+    from vidspec.draft_training.data import VideoTextDataModule
+
+    arch = ArchConfig(**ARCH["llava-ov"])
+    torch.manual_seed(0)
+    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4, freeze_vision=True)
+    assert m.hparams["freeze_vision"] is True
+    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=2, shuffle=False)
+    dm.attach(m.input_spec())
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    tower0 = {k: v.clone() for k, v in m.model.model.vision_tower.state_dict().items()}
+    proj0 = {k: v.clone() for k, v in m.model.model.multi_modal_projector.state_dict().items()}
+    opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-2)
+    loss, _ = m.loss(batch)
+    loss.backward()
+    opt.step()
+    assert all(torch.equal(v, m.model.model.vision_tower.state_dict()[k]) for k, v in tower0.items())
+    assert not all(torch.equal(v, m.model.model.multi_modal_projector.state_dict()[k]) for k, v in proj0.items())
