@@ -6,7 +6,8 @@
 #   -> vision pretraining: the target's SigLIP tower learns shape/colour/motion labels of rendered
 #      one-object training scenes (benchmarks/vision_learnability.py --save; the analogue of the
 #      pretrained encoder every real Video-LLM starts from)
-#   -> target (LLaVA-OV, caption style alpha, tower initialised from the stage above)
+#   -> target (LLaVA-OV, caption style alpha, tower initialised from the stage above and kept
+#      frozen: FREEZE_VISION=false fine-tunes it too, which erased its shape features on the H200)
 #   -> draft VLM (style beta; PROFILE=release only, or DRAFT=DIR to reuse one)
 #   -> Sparrow draft distilled from the target  ->  export  ->  figures (fact judge, MCQ, tau)
 #
@@ -18,7 +19,8 @@
 #   OUT=/path/out PROFILE=release bash benchmarks/train_releases_gpu.sh
 # Knobs: OUT, PROFILE, DATA (share one SynthVid set between runs), NUM_VIDEOS (12000), TARGET_TIME,
 # TARGET_STEPS, DRAFT_TIME, SPARROW_TIME, VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
-# PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one).
+# PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
+# FREEZE_VISION (true).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
 # The releases land in $OUT/releases/{synthvid-target,synthvid-draft,sparrow-synthvid}; copy them
 # to data/releases/ to commit them.
@@ -35,6 +37,7 @@ ACCEL=${ACCEL:-gpu}
 PRECISION=${PRECISION:-bf16-mixed}
 DRAFT_TIME=${DRAFT_TIME:-00:00:01:30}
 SPARROW_TIME=${SPARROW_TIME:-00:00:01:00}
+FREEZE_VISION=${FREEZE_VISION:-true}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -106,7 +109,8 @@ if [[ -z "${DRAFT:-}" && "$PROFILE" == "release" ]]; then
   DRAFT="$OUT/releases/synthvid-draft"
 fi
 train synthvid-target synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
-  "${TARGET_ARCH[@]}" --model.init_args.vision_init "$OUT/vision" --model.init_args.optim.lr "$LR" \
+  "${TARGET_ARCH[@]}" --model.init_args.vision_init "$OUT/vision" --model.init_args.freeze_vision "$FREEZE_VISION" \
+  --model.init_args.optim.lr "$LR" \
   --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05
 # Sparrow: distilled from the target on the target's own caption style (KL to its outputs).
 train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" "$SMALL_STEPS" --model.init_args.target "$OUT/releases/synthvid-target" \

@@ -42,7 +42,8 @@ def test_release_script_smoke(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert (out / "vision" / "tower.safetensors").is_file()
     manifest = json.loads((out / "releases" / "synthvid-target" / "manifest.json").read_text())
-    assert manifest["training_config"]["model"]["init_args"]["vision_init"] == str(out / "vision")
+    init = manifest["training_config"]["model"]["init_args"]
+    assert init["vision_init"] == str(out / "vision") and init["freeze_vision"] is True
     fig = json.loads((out / "figures.json").read_text())
     assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True
     assert fig["mcq"]["questions"] == 2
