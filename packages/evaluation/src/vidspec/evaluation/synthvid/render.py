@@ -124,6 +124,9 @@ def encode_mp4(frames: np.ndarray, path: str | Path, fps: float, crf: int = 18) 
 
     x264 runs single-threaded with fixed options, so the same frames give the same bytes: the
     dataset's determinism guarantee rests on this (parallelism comes from worker processes).
+    Macroblock-tree rate control and its lookahead are off: with them, about one encode in a
+    hundred in a long-lived process came out as another stream for the same frames (the first
+    encode of a process never did), which made dataset builds differ now and then.
     """
     import av  # heavy; imported only when videos are written
 
@@ -132,7 +135,8 @@ def encode_mp4(frames: np.ndarray, path: str | Path, fps: float, crf: int = 18) 
         stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
         stream.width, stream.height = W, H
         stream.pix_fmt = "yuv420p"
-        stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1", "bf": "0"}
+        stream.options = {"crf": str(crf), "preset": "veryfast", "threads": "1", "bf": "0",
+                          "x264-params": "mbtree=0:rc-lookahead=0"}
         for i, f in enumerate(frames):
             frame = _yuv_frame(av, f)
             frame.pts = i  # explicit timestamps: nothing left for the encoder to guess
