@@ -522,6 +522,19 @@ class SparrowDrafter:
 
     # ---- the protocol -----------------------------------------------------------------------------
     @torch.inference_mode()
+    def _prepare_model(self, target: TargetModel) -> None:
+        """Check the draft against ``target`` (once per target), bind its shared modules, match device/dtype."""
+        model = self.model
+        if self._checked != id(target.model):
+            check_target(getattr(model, "manifest", {}) or {}, target, self.allow_target_mismatch
+                         or not getattr(model, "manifest", None), "Sparrow draft")
+            self._checked = id(target.model)
+        if model._shared is None or model._shared.owner != id(target.model):
+            model.bind(target.model)
+        p = next(model.parameters())
+        if p.device != target.device or p.dtype != target.model.lm_head.weight.dtype:
+            model.to(device=target.device, dtype=target.model.lm_head.weight.dtype)
+
     def _start_prompt(self, target: TargetModel, state: TargetState) -> tuple[torch.Tensor, int, torch.Tensor]:
         """Lay out a new request's prompt: its text positions and their draft position ids.
 
@@ -546,15 +559,7 @@ class SparrowDrafter:
         from transformers import DynamicCache
 
         model = self.model
-        if self._checked != id(target.model):
-            check_target(getattr(model, "manifest", {}) or {}, target, self.allow_target_mismatch
-                         or not getattr(model, "manifest", None), "Sparrow draft")
-            self._checked = id(target.model)
-        if model._shared is None or model._shared.owner != id(target.model):
-            model.bind(target.model)
-        dev = target.device
-        if next(model.parameters()).device != dev or next(model.parameters()).dtype != target.model.lm_head.weight.dtype:
-            model.to(device=dev, dtype=target.model.lm_head.weight.dtype)
+        self._prepare_model(target)
         ids, L, feed = self._start_prompt(target, state)
         self.cache = DynamicCache(config=model.text_config)
         self._cache_index: list[int] = []  # sequence index of each cached entry (for masks/debugging)

@@ -61,7 +61,7 @@ from vidspec.decoding.fast.lm import (
     layer_weights,
     rope_tables,
 )
-from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, _Pending, check_target
+from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, _Pending
 from vidspec.decoding.types import Proposal, TargetModel, TargetState
 
 log = logging.getLogger(__name__)
@@ -165,20 +165,6 @@ class FastSparrowDrafter(SparrowDrafter):
         return self._use_graphs
 
     # ---- setup ----------------------------------------------------------------------------------
-    def _prepare_model(self, target: TargetModel) -> None:
-        """Check, bind and move the draft exactly as :meth:`SparrowDrafter.begin` does."""
-        model = self.model
-        if self._checked != id(target.model):
-            check_target(getattr(model, "manifest", {}) or {}, target, self.allow_target_mismatch
-                         or not getattr(model, "manifest", None), "Sparrow draft")
-            self._checked = id(target.model)
-        if model._shared is None or model._shared.owner != id(target.model):
-            model.bind(target.model)
-        dev = target.device
-        p = next(model.parameters())
-        if p.device != dev or p.dtype != target.model.lm_head.weight.dtype:
-            model.to(device=dev, dtype=target.model.lm_head.weight.dtype)
-
     def _signature(self) -> tuple:
         m = self.model
         sh = m.shared
