@@ -198,23 +198,20 @@ def main() -> None:
     for lam in LAMS:
         v = build_verifier("random", rate=lam, tokenizer=tok)
         decs[f"random rate={lam}"] = SpeculativeDecoder(target, ModelDrafter(draft), v, k=args.k, method="random")
+    def add_scorer(tag: str, tgt, opts: dict) -> None:
+        """lvspec at every λ, lvspec-pst at 0.7 with and without protection, for one relevance scorer."""
+        for lam in LAMS:
+            decs[f"lvspec[{tag}] λ={lam}"] = build_decoder("lvspec", target=tgt, draft=draft, k=args.k,
+                                                         loose={"lam": lam, **opts})
+        for protect, suffix in ((True, ""), (False, " no-protect")):
+            decs[f"lvspec-pst[{tag}] λ=0.7{suffix}"] = build_decoder(
+                "lvspec-pst", target=tgt, draft=draft, k=args.k, loose={"lam": 0.7, "protect": protect, **opts})
+
+    popt = {"scorer": "probe", "probe_path": args.probe, "score_row": probe_meta.get("score_row", "token")}
     if target_p is not None:
-        popt = {"scorer": "probe", "probe_path": args.probe, "score_row": probe_meta.get("score_row", "token")}
-        for lam in LAMS:
-            decs[f"lvspec[probe] λ={lam}"] = build_decoder("lvspec", target=target_p, draft=draft, k=args.k,
-                                                         loose={"lam": lam, **popt})
-        decs["lvspec-pst[probe] λ=0.7"] = build_decoder("lvspec-pst", target=target_p, draft=draft, k=args.k,
-                                                      loose={"lam": 0.7, **popt})
-        decs["lvspec-pst[probe] λ=0.7 no-protect"] = build_decoder(
-            "lvspec-pst", target=target_p, draft=draft, k=args.k, loose={"lam": 0.7, "protect": False, **popt})
+        add_scorer("probe", target_p, popt)
     if target_a is not None:  # attention mass, computed by the target in each verify pass
-        for lam in LAMS:
-            decs[f"lvspec[attn] λ={lam}"] = build_decoder("lvspec", target=target_a, draft=draft, k=args.k,
-                                                        loose={"lam": lam, **aopt})
-        decs["lvspec-pst[attn] λ=0.7"] = build_decoder("lvspec-pst", target=target_a, draft=draft, k=args.k,
-                                                     loose={"lam": 0.7, **aopt})
-        decs["lvspec-pst[attn] λ=0.7 no-protect"] = build_decoder(
-            "lvspec-pst", target=target_a, draft=draft, k=args.k, loose={"lam": 0.7, "protect": False, **aopt})
+        add_scorer("attn", target_a, aopt)
     decs["sparrow"] = build_decoder("sparrow", target=target, draft=args.sparrow, k=args.k)
     if "cosine" in scorers:
         decs["sparrow-lvspec-pst λ=0.7"] = build_decoder("sparrow-lvspec-pst", target=target, draft=args.sparrow,
