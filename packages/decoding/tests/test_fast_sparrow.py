@@ -13,14 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast.sparrow import FastSparrowDrafter, _Graph
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
-from vidspec.decoding.types import Request, VideoClip
+from vidspec.decoding.testing import random_clip as make_clip
+from vidspec.decoding.testing import text_positions
+from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
@@ -28,17 +29,6 @@ NEED = frozenset({"penult"})
 #: n_accepted per round, clipped to K: full rejection, partial and full acceptance.
 ACCEPT = [0, 2, 1, 4, 3, 0, 4, 1]
 REPO = Path(__file__).resolve().parents[3]
-
-
-def make_clip(num_frames: int, seed: int = 0) -> VideoClip:
-    rng = np.random.default_rng(seed)
-    frames = rng.integers(0, 255, (num_frames, 56, 84, 3), dtype=np.uint8)
-    return VideoClip(frames=frames, fps=4.0, source="memory")
-
-
-def text_positions(target, request) -> int:
-    ids, _ = target.build_prompt(request)
-    return int((ids != target.video_token_id).sum())
 
 
 def lockstep(target, request, drafters, k: int = 4, rounds: int = len(ACCEPT), accept=ACCEPT):

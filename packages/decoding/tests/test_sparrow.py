@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -12,20 +11,11 @@ from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.errors import ModelError
 from vidspec.decoding.methods import build_decoder
 from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, new_sparrow_for
-from vidspec.decoding.types import Request, VideoClip
+from vidspec.decoding.testing import random_clip as make_clip
+from vidspec.decoding.testing import text_positions
+from vidspec.decoding.types import Request
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
-
-
-def make_clip(num_frames: int, seed: int = 0) -> VideoClip:
-    rng = np.random.default_rng(seed)
-    frames = rng.integers(0, 255, (num_frames, 56, 84, 3), dtype=np.uint8)
-    return VideoClip(frames=frames, fps=4.0, source="memory")
-
-
-def text_positions(target, request) -> int:
-    ids, _ = target.build_prompt(request)
-    return int((ids != target.video_token_id).sum())
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -165,3 +165,20 @@ def oracle_drafter(script: Sequence[int], wrong_at: Callable[[int], bool] = lamb
         return out
 
     return ScriptedDrafter(fn)
+
+
+def random_clip(num_frames: int, seed: int = 0, height: int = 56, width: int = 84):
+    """An in-memory clip of random frames (tests of the visual path that need no real video)."""
+    import numpy as np
+
+    from vidspec.decoding.types import VideoClip
+
+    rng = np.random.default_rng(seed)
+    frames = rng.integers(0, 255, (num_frames, height, width, 3), dtype=np.uint8)
+    return VideoClip(frames=frames, fps=4.0, source="memory")
+
+
+def text_positions(target, request: Request) -> int:
+    """Prompt positions of ``request`` that are not visual placeholders."""
+    ids, _ = target.build_prompt(request)
+    return int((ids != target.video_token_id).sum())
