@@ -60,14 +60,14 @@ def lockstep(target, request, drafters, k: int = 4, rounds: int = len(ACCEPT), a
 
 
 class _ReplayByRerun:
-    """A stand-in CUDA graph on CPU: replay reruns the step and writes the static output buffers."""
+    """A stand-in CUDA graph on CPU: replay reruns the chain and writes the static output buffers."""
 
-    def __init__(self, drafter, t: int, lb: int, out):
-        self.drafter, self.t, self.lb, self.out = drafter, t, lb, out
+    def __init__(self, drafter, key, out):
+        self.drafter, self.key, self.out = drafter, key, out
         self.replays = 0
 
     def replay(self) -> None:
-        new = self.drafter._body(self.t, self.lb)
+        new = self.drafter._chain(*self.key)
         for a, b in ((self.out.hidden, new.hidden), (self.out.logits, new.logits), (self.out.argmax, new.argmax)):
             a.copy_(b)
         self.replays += 1
@@ -90,11 +90,11 @@ class EmulatedGraphDrafter(FastSparrowDrafter):
         self._use_graphs = self._bucketed = True
         return e
 
-    def _record(self, t, lb):
+    def _record(self, key):
         snap = self._snapshot()
-        out = self._body(t, lb)  # a real capture does not execute: undo the chaining writes
+        out = self._chain(*key)  # a real capture does not execute: undo the chaining writes
         self._restore(snap)
-        return _Graph(_ReplayByRerun(self, t, lb, out), out)
+        return _Graph(_ReplayByRerun(self, key, out), out)
 
 
 # ---- parity with SparrowDrafter --------------------------------------------------------------------
@@ -121,8 +121,9 @@ def test_emulated_graph_path_matches(tiny, clip, name):
     req = Request("What happens in this video?", clip)
     lockstep(target, req, [eager, graphed], k=4)
     keys = set(graphed._eng.graphs)
-    assert {t for t, _ in keys} <= {1, 2, 3} and 1 in {t for t, _ in keys}
-    assert all(lb % 16 == 0 for _, lb in keys)
+    assert {t for t, _, _ in keys} <= {1, 2, 3} and 1 in {t for t, _, _ in keys}
+    assert {k for _, k, _ in keys} == {4}  # one graph per round: the pending step and 3 chained steps
+    assert all(lb % 16 == 0 for _, _, lb in keys)
     assert max(g.graph.replays for g in graphed._eng.graphs.values()) > 1  # reused, not recaptured
 
 
@@ -184,7 +185,8 @@ def test_warmup_captures_every_round_graph_and_leaves_outputs_identical(tiny, cl
     n = graphed.warmup(target, k, max_text=max_text)
     buckets = graphed.warmup_buckets(max_text)
     assert len(buckets) > 1 and buckets == tuple(range(16, buckets[-1] + 1, 16))
-    assert n == graphed.graph_captures == len(graphed._eng.graphs) == (k + 1) * len(buckets)
+    # chains of T = 1..K+1 pending tokens and k = 1..K draft steps ending in each bucket
+    assert n == graphed.graph_captures == len(graphed._eng.graphs) == (k + 1) * k * len(buckets)
     assert graphed.warmup(target, k, max_text=max_text) == 0  # nothing left to capture
     # ACCEPT has 0..4 accepted tokens, so rounds run every pending length 1..5
     assert lockstep(target, req, [SparrowDrafter(model), graphed], k=k) == ref
@@ -359,12 +361,47 @@ def cuda_tiny_fp32():
 def test_cuda_graph_proposals_match_eager_fp32(cuda_tiny_fp32, clip, name, mode):
     target = cuda_tiny_fp32(name)
     model = new_sparrow_for(target, position_mode=mode)
-    eager = FastSparrowDrafter(model, graphs=False)
-    graphed = FastSparrowDrafter(model, graphs=True, bucket=16)
+    eager = FastSparrowDrafter(model, graphs=False, kernels=False)
+    graphed = FastSparrowDrafter(model, graphs=True, bucket=16, kernels=False)
     ref = SparrowDrafter(model)
     lockstep(target, Request("Describe the video.", clip), [ref, eager, graphed], k=5)
-    assert graphed.graphs and not eager.graphs
+    assert graphed.graphs and not eager.graphs and not graphed.kernels
     assert len(graphed._eng.graphs) >= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("graphs", [False, True])
+def test_cuda_kernel_path_proposals_match_eager_fp32(cuda_tiny_fp32, clip, name, graphs):
+    """Triton RoPE/KV-write + attention kernels, fused q/k/v and gate/up weights, chains as one graph."""
+    target = cuda_tiny_fp32(name)
+    model = new_sparrow_for(target)
+    ref = SparrowDrafter(model)
+    fast = FastSparrowDrafter(model, graphs=graphs, kernels=True, compile=False)
+    lockstep(target, Request("Describe the video.", clip), [ref, fast], k=5)
+    assert fast.kernels and fast.graphs == graphs
+    if graphs:
+        assert {k for _, k, _ in fast._eng.graphs} == {5} and all(lb == 0 for _, _, lb in fast._eng.graphs)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_compiled_kernel_path_is_lossless(cuda_tiny_fp32, clip, name):
+    """The default CUDA drafter (kernels + torch.compile + chained graphs) with a compiled FastTarget equals AR."""
+    from vidspec.decoding.fast import FastStrictVerifier, FastTarget
+
+    target = cuda_tiny_fp32(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(FastTarget(target)).generate(req, max_new_tokens=48)
+    drafter = FastSparrowDrafter(new_sparrow_for(target))
+    fast = FastTarget(target)
+    assert drafter.warmup(fast, 4) > 0
+    dec = SpeculativeDecoder(fast, drafter, FastStrictVerifier(), k=4, method="sparrow")
+    sd = dec.generate(req, max_new_tokens=48)
+    assert drafter.kernels and drafter.graphs
+    assert sd.token_ids == ar.token_ids
 
 
 @pytest.mark.gpu

@@ -507,6 +507,8 @@ class SparrowDrafter:
             pos = (torch.cumsum(is_text, 0) - 1).clamp_min(0)[None]
             if self.model.mrope:
                 pos = pos.expand(3, -1)
+        elif state.extra.get("positions") is not None:  # kept by the target's prefill (FastTarget)
+            pos = state.extra["positions"]
         else:
             pos, _ = target.prefill_positions(ids[None].to(target.device), state.extra.get("visual"))
             pos = pos.reshape(-1, ids.shape[0]).cpu()  # (3, 1, L) -> (3, L); (1, L) stays

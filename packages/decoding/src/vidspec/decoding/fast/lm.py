@@ -537,17 +537,13 @@ class FastLM:
         self._host: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._graphs: dict[tuple[int, int], _Graph] = {}
         self._h2d_done: dict[int, torch.cuda.Event] = {}
+        #: T -> (host tree mask, its version) last copied into the T mask buffer (which still holds it)
+        self._mask_src: dict[int, tuple[torch.Tensor, int]] = {}
         self._pool = None
 
     # ---- setup helpers --------------------------------------------------------------------------
     def _enable_compile(self) -> None:
-        import torch._dynamo as dynamo
-
-        # One compiled variant per step length T (and residual-delta presence); the default limit (8)
-        # is too small for T in 1..K+1 plus tree sizes.
-        for name in ("recompile_limit", "cache_size_limit"):
-            if hasattr(dynamo.config, name):
-                setattr(dynamo.config, name, max(getattr(dynamo.config, name), 256))
+        raise_recompile_limit()
         kw = dict(fullgraph=True, dynamic=False)
         if self.compile_mode:
             kw["mode"] = self.compile_mode
@@ -736,13 +732,16 @@ class FastLM:
         # it before overwriting them (normally long done; this only orders the host writes).
         if t in self._h2d_done:
             self._h2d_done[t].synchronize()
-        host[0], host[1], host[2] = start, base, offset
-        host[3:3 + t] = torch.tensor(depth, dtype=torch.long)
-        host[3 + t:] = torch.tensor(tokens, dtype=torch.long)
-        host_mask.zero_()
-        host_mask[:, : tree_mask.shape[1]] = tree_mask
+        host.copy_(torch.tensor([start, base, offset, *depth, *tokens], dtype=torch.long))
         arena.copy_(host, non_blocking=True)
-        mask.copy_(host_mask, non_blocking=True)
+        # A chain step passes the same (cached) mask every round: copy it only when it changed.
+        src = self._mask_src.get(t)
+        version = None if tree_mask.is_inference() else tree_mask._version  # inference tensors have none
+        if src is None or src[0] is not tree_mask or version is None or src[1] != version:
+            host_mask.zero_()
+            host_mask[:, : tree_mask.shape[1]] = tree_mask
+            mask.copy_(host_mask, non_blocking=True)
+            self._mask_src[t] = (tree_mask, version)
         done = self._h2d_done.setdefault(t, torch.cuda.Event())
         done.record()
         return self.replay(t, self._bucket(start + t))
@@ -799,6 +798,20 @@ class FastLM:
         dst[4:5].copy_(argmax[-1:])
         dmask.zero_()
         dmask[0, 0] = True
+        self._mask_src.pop(1, None)  # the T=1 mask was written on the device
+
+
+def raise_recompile_limit(limit: int = 256) -> None:
+    """Let ``torch.compile`` keep one variant per step length.
+
+    Compiled step pieces are specialised per ``T`` (and residual-delta presence); dynamo's default
+    limit (8) is too small for T in 1..K+1 plus tree sizes.
+    """
+    import torch._dynamo as dynamo
+
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(dynamo.config, name):
+            setattr(dynamo.config, name, max(getattr(dynamo.config, name), limit))
 
 
 def kernels_fit(head_dim: int) -> bool:

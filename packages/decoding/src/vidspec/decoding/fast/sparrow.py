@@ -50,15 +50,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from vidspec.decoding.fast.lm import (
     StaticKVCache,
+    _has_triton,
+    _post_fused,
     _post_split,
+    _pre_fused,
     _pre_split,
     _rope_torch,
+    argmax_rows,
     attend_prefill,
     attend_step,
+    fuse_layer_weights,
+    kernels_fit,
     layer_weights,
+    raise_recompile_limit,
+    rms_norm,
     rope_tables,
 )
 from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, _Pending
@@ -66,10 +75,12 @@ from vidspec.decoding.types import Proposal, TargetModel, TargetState
 
 log = logging.getLogger(__name__)
 
-# Arena layout of a T-token step (int64): [slot, out_index, next_pos (3), pos (3 x T), tokens (T)].
-#   slot: cache slot of the first token; out_index: where the step's argmax goes in the token buffer;
-#   next_pos: (3,) position ids of the *next* single-token step; pos: the tokens' (3, T) position ids.
-_HEAD = 5
+# Arena layout of a T-token step (int64): [slot, base, out_index, next_pos (3), pos (3 x T), tokens (T)].
+#   slot: cache slot of the first token; base: the same slot (the Triton kernels read [start, base]
+#   from the arena's head: the step's tokens attend causally among themselves from ``base`` on);
+#   out_index: where the step's argmax goes in the token buffer; next_pos: (3,) position ids of the
+#   *next* single-token step; pos: the tokens' (3, T) position ids.
+_HEAD = 6
 
 
 def _arena_len(t: int) -> int:
@@ -105,13 +116,38 @@ class _Engine:
     arenas: dict  # T -> (arena (5 + 4T,) int64, hidden (T, d))
     host: dict  # T -> pinned (5 + 4T,) int64
     h2d_done: dict  # T -> torch.cuda.Event
-    graphs: dict  # (T, lb) -> _Graph
+    graphs: dict  # (T, k, lb) -> _Graph: a T-step chained with k - 1 single-token steps
+    kernels: bool = False  # Triton RoPE/KV-write and attention kernels (fused q/k/v, gate/up weights)
+    tril: dict | None = None  # T -> (T, T) bool causal region mask of the kernels
+    step_in: Any = None  # kernel path: embed + fuse + RoPE tables + norm + q/k/v (compiled on CUDA)
+    step_out: Any = None  # kernel path: o-proj + MLP + head norm + LM head + argmax (compiled on CUDA)
     pool: Any = None
     serial: int = 0
 
 
+def _kernel_step_in(ids, hid, pos3, embed, fc_w, fc_b, inv_freq, scaling, sections, dtype, in_norm, eps, wqkv, bqkv):
+    """Embed, fuse with the previous hidden state, RoPE tables, input norm and the q/k/v projection.
+
+    Returns ``(z, qkv, cos, sin)``: the layer input ``(T, d)`` (the residual stream), the fused
+    projection ``(T, (hq + 2 hkv) hd)`` and the ``(T, hd)`` RoPE tables.
+    """
+    e = F.embedding(ids, embed)
+    z = F.linear(torch.cat([e, hid.to(e.dtype)], dim=-1), fc_w, fc_b)
+    cos, sin = rope_tables(pos3, inv_freq, scaling, sections, dtype)
+    z, qkv = _pre_fused(z, None, in_norm, eps, wqkv, bqkv)
+    return z, qkv, cos, sin
+
+
+def _kernel_step_out(x, a, wo, bo, post_norm, post_eps, wgu, wd, head_norm, head_eps, head_w, head_b):
+    """Output projection, MLP, head norm, LM head and argmax of the last token: ``(ĥ, logits, argmax)``."""
+    x, delta = _post_fused(x, a, wo, bo, post_norm, post_eps, wgu, wd)
+    h = x + delta
+    logits = F.linear(rms_norm(h[-1:], head_norm, head_eps), head_w, head_b).float()
+    return h, logits, argmax_rows(logits)
+
+
 class _Graph:
-    """One captured step: the CUDA graph and the output buffers it writes."""
+    """One captured chain of steps: the CUDA graph and the output buffers of its last step."""
 
     def __init__(self, graph, out: _StepOut):
         self.graph = graph
@@ -135,12 +171,22 @@ class FastSparrowDrafter(SparrowDrafter):
         max_draft: most tokens of one greedy proposal chained on the device (a larger ``k`` falls
             back to one host round trip per token; same tokens).
         prefill_chunk: text positions per chunk when ``begin`` feeds the prompt.
+        kernels: run steps through the Triton kernels of :mod:`vidspec.decoding.fast.kernels` (RoPE
+            and KV write in one launch, attention over exactly the valid cache, so no buckets) with
+            the draft layer's q/k/v and gate/up weights fused into single buffers (in place, as
+            :func:`~vidspec.decoding.fast.lm.fuse_layer_weights` does: the draft model still computes
+            the same function, but its parameters then share storage). None: on CUDA when Triton is
+            importable and the head dim suits the kernels.
+        compile: fuse the step's elementwise work (embedding + fusion FC + RoPE tables + norm, and
+            MLP + head norm + LM head + argmax) with ``torch.compile`` on the kernel path. None:
+            whenever the kernel path runs.
     """
 
     def __init__(self, model: SparrowDraftModel, temperature: float = 0.0, top_p: float = 1.0,
                  generator: torch.Generator | None = None, allow_target_mismatch: bool = False, *,
                  max_len: int = 8192, graphs: bool = True, bucket: int = 256, max_step: int = 16,
-                 max_draft: int = 64, prefill_chunk: int = 4096):
+                 max_draft: int = 64, prefill_chunk: int = 4096, kernels: bool | None = None,
+                 compile: bool | None = None):
         super().__init__(model, temperature=temperature, top_p=top_p, generator=generator,
                          allow_target_mismatch=allow_target_mismatch)
         if max_len < 2 or bucket < 1 or max_step < 1 or max_draft < 1 or prefill_chunk < 1:
@@ -151,6 +197,9 @@ class FastSparrowDrafter(SparrowDrafter):
         self.max_step = int(max_step)
         self.max_draft = int(max_draft)
         self.prefill_chunk = int(prefill_chunk)
+        self.want_kernels = kernels
+        self.want_compile = compile
+        self._pos_cache: tuple | None = None
         self._eng: _Engine | None = None
         # Graph use and bucketed attention are decided per engine (CUDA or not); tests may force
         # bucketed attention on the eager path to exercise the masks over stale slots.
@@ -164,6 +213,11 @@ class FastSparrowDrafter(SparrowDrafter):
         """Whether steps run as CUDA graphs (known after the first ``begin``)."""
         return self._use_graphs
 
+    @property
+    def kernels(self) -> bool:
+        """Whether steps run through the Triton kernels (known after the first ``begin``)."""
+        return self._eng is not None and self._eng.kernels
+
     # ---- setup ----------------------------------------------------------------------------------
     def _signature(self) -> tuple:
         m = self.model
@@ -174,8 +228,23 @@ class FastSparrowDrafter(SparrowDrafter):
         p = m.fc.weight
         return (p.device, p.dtype, ptrs)
 
+    def _use_kernels(self) -> bool:
+        m = self.model
+        cfg = m.text_config
+        hd = int(getattr(m.layer.self_attn, "head_dim", cfg.hidden_size // cfg.num_attention_heads))
+        if self.want_kernels is None:
+            return m.fc.weight.device.type == "cuda" and _has_triton() and kernels_fit(hd)
+        if self.want_kernels and not _has_triton():
+            raise RuntimeError("kernels=True needs Triton")
+        if self.want_kernels and not kernels_fit(hd):
+            raise ValueError(f"kernels=True needs a power-of-two head dim >= 16, this draft's is {hd}")
+        return bool(self.want_kernels)
+
     def _engine(self) -> _Engine:
         """Build (or reuse) the static buffers; rebuilt when the draft's or the target's weights moved."""
+        kern = self._use_kernels()
+        if kern:
+            fuse_layer_weights(self.model.layer)  # before the signature: it moves the q/k/v weights
         sig = self._signature()
         if self._eng is not None and self._eng.signature == sig:
             return self._eng
@@ -201,13 +270,39 @@ class FastSparrowDrafter(SparrowDrafter):
             scale=float(getattr(attn, "scaling", hd ** -0.5)),
             kv=torch.zeros(1, 2, self.max_len, hkv, hd, dtype=dtype, device=dev),
             toks=torch.zeros(self.max_draft, dtype=torch.long, device=dev),
-            arenas={}, host={}, h2d_done={}, graphs={},
+            arenas={}, host={}, h2d_done={}, graphs={}, kernels=kern, tril={},
         )
         on_cuda = dev.type == "cuda"
         self._use_graphs = self.want_graphs and on_cuda
-        self._bucketed = self._use_graphs
+        self._bucketed = self._use_graphs and not kern  # the kernels read exactly the valid cache
+        if kern:
+            self._build_kernel_steps()
         self._arena(1)  # every step writes the next single-token step's inputs here
         return self._eng
+
+    def _build_kernel_steps(self) -> None:
+        """The two per-step pieces around the kernels (compiled on request: one variant per T)."""
+        e = self._eng
+        m = self.model
+        sh = m.shared
+        norm = m.norm if m.norm is not None else sh.final_norm
+        head_eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
+        lw = e.lw
+        embed, fc_w, fc_b, head_norm, head = sh.embed.weight, m.fc.weight, m.fc.bias, norm.weight, sh.lm_head
+
+        def step_in(ids, hid, pos3):
+            return _kernel_step_in(ids, hid, pos3, embed, fc_w, fc_b, e.inv_freq, e.rope_scaling, e.sections, e.dtype,
+                                   lw.in_norm, lw.in_eps, lw.wqkv, lw.bqkv)
+
+        def step_out(x, a):
+            return _kernel_step_out(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu, lw.wd, head_norm, head_eps,
+                                    head.weight, head.bias)
+        compile_ = self.want_compile if self.want_compile is not None else True
+        if compile_ and e.device.type == "cuda":
+            raise_recompile_limit()
+            step_in = torch.compile(step_in, fullgraph=True, dynamic=False)
+            step_out = torch.compile(step_out, fullgraph=True, dynamic=False)
+        e.step_in, e.step_out = step_in, step_out
 
     def _arena(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         e = self._eng
@@ -256,8 +351,7 @@ class FastSparrowDrafter(SparrowDrafter):
         e = self._eng
         m = self.model
         arena, hid = self._arena(t)
-        a1, h1 = self._arena(1)
-        slot, outi, nxt = arena[0:1], arena[1:2], arena[2:5]
+        slot = arena[0:1]
         pos3 = arena[_HEAD:_HEAD + 3 * t].view(3, t)
         ids = arena[_HEAD + 3 * t:_HEAD + 4 * t]
         z = m.fuse(m.embed(ids[None]), hid[None])[0]
@@ -273,28 +367,80 @@ class FastSparrowDrafter(SparrowDrafter):
         h = self._layer(z, pos3, slots, lb, mask_rep)
         logits = m.logits(h[-1:]).float()
         am = logits.argmax(-1)
-        # Chain: the next single-token step feeds this argmax with this ĥ at the next slot.
-        # (The index is clamped: host-loop rounds, longer than the buffer, never read it.)
-        e.toks.index_copy_(0, outi.clamp(max=e.toks.shape[0] - 1), am)
-        nxt_arena = torch.cat([slot + t, outi + 1, nxt + 1, nxt, am])
-        a1.copy_(nxt_arena)
-        h1.copy_(h[-1:])
+        self._chain_next(t, h, am)
         return _StepOut(h, logits, am)
+
+    def _chain_next(self, t: int, h: torch.Tensor, am: torch.Tensor) -> None:
+        """Write the next single-token step's inputs: this step's argmax with its ĥ at the next slot.
+
+        Also stores the argmax in the token buffer at the arena's out index (clamped: host-loop
+        rounds, longer than the buffer, never read it).
+        """
+        e = self._eng
+        arena, _ = self._arena(t)
+        a1, h1 = self._arena(1)
+        slot, outi, nxt = arena[0:1], arena[2:3], arena[3:6]
+        e.toks.index_copy_(0, outi.clamp(max=e.toks.shape[0] - 1), am)
+        a1.copy_(torch.cat([slot + t, slot + t, outi + 1, nxt + 1, nxt, am]))
+        h1.copy_(h[-1:])
+
+    def _body_kernels(self, t: int) -> _StepOut:
+        """The T-step through the Triton kernels (attention over exactly ``[0, slot + T)``)."""
+        e = self._eng
+        arena, hid = self._arena(t)
+        pos3 = arena[_HEAD:_HEAD + 3 * t].view(3, t)
+        ids = arena[_HEAD + 3 * t:_HEAD + 4 * t]
+        from vidspec.decoding.fast import kernels
+
+        if t not in e.tril:
+            e.tril[t] = torch.ones(t, t, dtype=torch.bool, device=e.device).tril()
+        z, qkv, cos, sin = e.step_in(ids, hid, pos3)
+        kc, vc = e.kv[0, 0], e.kv[0, 1]
+        q = kernels.rope_kv_write(qkv, cos, sin, kc, vc, arena, e.hq, e.hkv, e.hd)
+        a = kernels.decode_attention(q, kc, vc, e.tril[t], arena, e.scale)
+        h, logits, am = e.step_out(z, a)
+        self._chain_next(t, h, am)
+        return _StepOut(h, logits, am)
+
+    def _chain(self, t: int, k: int, lb: int) -> _StepOut:
+        """The T-step, then ``k - 1`` single-token steps each fed by the previous one's argmax (on device).
+
+        The argmaxes land in the token buffer; returns the last step's outputs.
+        """
+        out = self._step(t, lb)
+        for _ in range(k - 1):
+            out = self._step(1, lb)
+        return out
+
+    def _step(self, t: int, lb: int) -> _StepOut:
+        return self._body_kernels(t) if self._eng.kernels else self._body(t, lb)
 
     def _lb(self, needed: int) -> int:
         if not self._bucketed:
             return needed
         return min(int(math.ceil(needed / self.bucket) * self.bucket), self.max_len)
 
-    def _run(self, t: int, needed: int) -> _StepOut:
-        """Run the T-step whose inputs are in the T-arena, its tokens ending at slot ``needed - 1``."""
-        lb = self._lb(needed)
+    def _key(self, t: int, k: int, needed: int) -> tuple[int, int, int]:
+        """Graph key of a chain whose last step's token sits at slot ``needed - 1``.
+
+        ``lb`` is the attended length of every step of the chain (its bucket; 0 on the kernel path,
+        which reads the valid length from the arena, and exact off the graph path).
+        """
+        return t, k, (0 if self._eng.kernels else self._lb(needed))
+
+    def _run(self, t: int, needed: int, k: int = 1) -> _StepOut:
+        """Run the T-step whose inputs are in the T-arena, chained with ``k - 1`` single-token steps.
+
+        ``needed`` is the cache length after the chain (its last token at slot ``needed - 1``).
+        On the graph path the whole chain is one CUDA graph replay.
+        """
+        key = self._key(t, k, needed)
         if not (self._use_graphs and t <= self.max_step):
-            return self._body(t, lb)
+            return self._chain(*key)
         e = self._eng
-        g = e.graphs.get((t, lb))
+        g = e.graphs.get(key)
         if g is None:
-            return self._capture(t, lb).out
+            return self._capture(key).out
         return g.replay()
 
     # ---- CUDA graphs ----------------------------------------------------------------------------
@@ -318,35 +464,36 @@ class FastSparrowDrafter(SparrowDrafter):
         stream.wait_stream(torch.cuda.current_stream(e.device))
         return torch.cuda.stream(stream), stream
 
-    def _record(self, t: int, lb: int) -> _Graph:
-        """Capture the step (capture does not execute it)."""
+    def _record(self, key: tuple[int, int, int]) -> _Graph:
+        """Capture the chain ``key = (T, k, lb)`` (capture does not execute it)."""
         e = self._eng
         if e.pool is None:
             e.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=e.pool):
-            out = self._body(t, lb)
+            out = self._chain(*key)
         return _Graph(graph, out)
 
-    def _capture(self, t: int, lb: int) -> _Graph:
-        """Warm up, capture and replay once the ``(T, lb)`` step (its inputs are already loaded)."""
+    def _capture(self, key: tuple[int, int, int]) -> _Graph:
+        """Warm up, capture and replay once the chain ``key = (T, k, lb)`` (its inputs are already loaded)."""
         e = self._eng
+        t = key[0]
         self._arena(t)
         snap = self._snapshot()
-        # Warm-up runs execute the step for real: its cache writes are idempotent (same inputs,
+        # Warm-up runs execute the chain for real: its cache writes are idempotent (same inputs,
         # same slots) but its chaining writes are not, so the chain state is restored after each.
         ctx, stream = self._side_stream()
         with ctx:
             for _ in range(2):
-                self._body(t, lb)
+                self._chain(*key)
                 self._restore(snap)
         if stream is not None:
             torch.cuda.current_stream(e.device).wait_stream(stream)
-        g = self._record(t, lb)
-        e.graphs[(t, lb)] = g
+        g = self._record(key)
+        e.graphs[key] = g
         self.graph_captures += 1
-        log.debug("captured Sparrow draft step T=%d over %d slots (%d graphs)", t, lb, len(e.graphs))
-        g.replay()  # the real step
+        log.debug("captured Sparrow draft chain T=%d k=%d over %d slots (%d graphs)", *key, len(e.graphs))
+        g.replay()  # the real chain
         return g
 
     # ---- warm-up ----------------------------------------------------------------------------------
@@ -365,11 +512,13 @@ class FastSparrowDrafter(SparrowDrafter):
         """Capture, before any timed decode, every draft-step graph that rounds of ``k`` tokens can meet.
 
         A round runs its pending tokens as one T-step (T = 1 at a request's first round or after a
-        full rejection, up to K + 1 after a full acceptance) and chains single-token steps; each
-        ``(T, bucket)`` graph is otherwise captured (two eager runs, the capture, a replay) the first
-        time a decode meets it, inside that decode's timing. This captures T = 1..K+1 (those up to
-        ``max_step``) over every bucket up to the one holding ``max_text`` text positions (prompt text
-        + generated tokens + one proposal; default: the first bucket).
+        full rejection, up to K + 1 after a full acceptance) chained with k - 1 single-token steps,
+        as one graph per ``(T, k, bucket)`` (k = K, fewer near the token budget, 1 when sampling);
+        each is otherwise captured (two eager runs, the capture, a replay) the first time a decode
+        meets it, inside that decode's timing. This captures T = 1..K+1 (those up to ``max_step``)
+        and k = 1..K over every bucket up to the one holding ``max_text`` text positions (prompt
+        text + generated tokens + one proposal; default: the first bucket; the kernel path has no
+        buckets).
 
         Call it between requests: it writes the draft's static cache and ends a live request
         (``begin`` starts the next one). Prepares the draft for ``target`` as ``begin`` does; off CUDA
@@ -389,21 +538,43 @@ class FastSparrowDrafter(SparrowDrafter):
         self._draft = []
         before = self.graph_captures
         d = self.model.config.hidden_size
-        for lb in self.warmup_buckets(max_text):
+        ends = (1 + k + 1,) if e.kernels else self.warmup_buckets(max_text)
+        for end in ends:
             for t in range(1, min(k + 1, self.max_step) + 1):
-                start = max(0, lb - t)
-                if (t, lb) in e.graphs or start + t > self.max_len or self._lb(start + t) != lb:
-                    continue  # captured already, or no T-step ends in this bucket
-                pos = torch.arange(start, start + t, dtype=torch.long).expand(3, t)
-                self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
-                           torch.full((3,), start + t, dtype=torch.long))
-                self._capture(t, lb)
+                for kk in range(1, max(1, min(k, self.max_draft)) + 1):
+                    start = max(0, end - (t + kk - 1))  # the chain's last token at slot end - 1
+                    key = self._key(t, kk, start + t + kk - 1)
+                    if key in e.graphs or start + t + kk - 1 > self.max_len or (
+                            not e.kernels and key[2] != end):
+                        continue  # captured already, or no such chain ends in this bucket
+                    pos = [list(range(start, start + t))] * 3
+                    self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
+                               [start + t] * 3)
+                    self._capture(key)
         return self.graph_captures - before
 
     # ---- inputs -----------------------------------------------------------------------------------
-    def _load(self, tokens: list[int], hidden: torch.Tensor, pos3: torch.Tensor, slot: int,
-              next_pos: torch.Tensor) -> None:
-        """Write a T-step's inputs into its static buffers (one host-to-device copy of the integers)."""
+    def _positions(self, index: list[int]) -> list[list[int]]:
+        """Position ids (3 rows) of sequence indices as host integers (no tensor work per round).
+
+        Pending tokens are generated ones (indices from the prompt length on): one step per token
+        after the last prompt position on every axis, as :meth:`SparrowDrafter._position_of`.
+        """
+        if self._pos_cache is None or self._pos_cache[0] is not self._prompt_pos:
+            last = self._three(self._last_pos[:, None])[:, 0]
+            self._pos_cache = (self._prompt_pos, [int(v) for v in last])
+        last = self._pos_cache[1]
+        L, pp = self._prompt_len, self._prompt_pos
+        return [[int(pp[min(a, pp.shape[0] - 1), i]) if i < L else last[a] + (i - L + 1) for i in index]
+                for a in range(3)]
+
+    def _load(self, tokens: list[int], hidden: torch.Tensor, pos3: list[list[int]], slot: int,
+              next_pos: list[int]) -> None:
+        """Write a T-step's inputs into its static buffers (one host-to-device copy of the integers).
+
+        ``pos3``: the tokens' position ids, 3 rows of T; ``next_pos``: the 3 position ids of the
+        token after them.
+        """
         e = self._eng
         t = len(tokens)
         arena, hid = self._arena(t)
@@ -411,10 +582,7 @@ class FastSparrowDrafter(SparrowDrafter):
         done = e.h2d_done.get(t)
         if done is not None:  # the previous non-blocking copy out of this pinned buffer must be done
             done.synchronize()
-        host[0], host[1] = slot, 0
-        host[2:5] = next_pos
-        host[_HEAD:_HEAD + 3 * t] = pos3.reshape(-1)
-        host[_HEAD + 3 * t:] = torch.tensor(tokens, dtype=torch.long)
+        host.copy_(torch.tensor([slot, slot, 0, *next_pos, *pos3[0], *pos3[1], *pos3[2], *tokens], dtype=torch.long))
         arena.copy_(host, non_blocking=True)
         if e.device.type == "cuda":
             done = e.h2d_done.setdefault(t, torch.cuda.Event())
@@ -474,23 +642,21 @@ class FastSparrowDrafter(SparrowDrafter):
                              f"> max_len {self.max_len}): raise max_len")
         last_index = p.index[-1]
         self._committed = start + t
-        pos = self._three(torch.stack([self._position_of(i) for i in p.index], dim=-1))
-        next_pos = self._three(self._position_of(last_index + 1)[:, None])[:, 0]
-        self._load(p.tokens, torch.stack(p.hidden), pos, start, next_pos)
+        pos = self._positions(p.index)
+        self._load(p.tokens, torch.stack(p.hidden), pos, start, [row[0] for row in self._positions([last_index + 1])])
         self._pending = _Pending()
         self._cache_index.extend(p.index)
-        out = self._run(t, start + t)
-        self.cache.length = start + t
         if self.temperature <= 0 and k <= self.max_draft:
-            for _ in range(k - 1):
-                s = self.cache.length
-                self._run(1, s + 1)
-                self.cache.length = s + 1
+            # The pending tokens and k - 1 chained single-token steps: one graph replay on CUDA.
+            self._run(t, start + t + k - 1, k)
+            self.cache.length = start + t + k - 1
             tokens = self._eng.toks[:k].tolist()  # the one host synchronisation of the round
             self._cache_index.extend(range(last_index + 1, last_index + k))
             self._draft = tokens
             return Proposal(tuple(tokens))
         # Sampling (or a very long greedy chain): choose each token on the host as SparrowDrafter does.
+        out = self._run(t, start + t)
+        self.cache.length = start + t
         a1, _ = self._arena(1)
         tokens, dists = [], []
         for i in range(k):

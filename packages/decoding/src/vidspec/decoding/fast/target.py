@@ -20,6 +20,7 @@ One request at a time per FastTarget: ``prefill`` resets its cache. Use one Fast
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -85,8 +86,14 @@ class FastStrictVerifier(StrictVerifier):
         return super().verify(proposal, out, ctx)
 
 
+@functools.lru_cache(maxsize=128)
 def _tril(t: int) -> torch.Tensor:
-    return torch.ones(t, t, dtype=torch.bool).tril()
+    """Causal ``(t, t)`` chain mask (cached: built once per length, only ever read).
+
+    Built outside inference mode, so it keeps a version counter (FastLM skips re-copying an unchanged mask).
+    """
+    with torch.inference_mode(False):
+        return torch.ones(t, t, dtype=torch.bool).tril()
 
 
 class FastTarget:
@@ -223,7 +230,8 @@ class FastTarget:
             first_logits=logits.clone(),
             visual_positions=visual_positions,
             relevance_layer=self.relevance_layer,
-            extra={"offset": int(offset), "visual": visual},
+            # The prompt's RoPE positions ((3, L) or (1, L), host): a Sparrow draft reuses them.
+            extra={"offset": int(offset), "visual": visual, "positions": positions.reshape(-1, n).cpu()},
         )
         if want_hidden:
             if "penult" in need:
