@@ -51,10 +51,14 @@ ROPE = {"rope_type": "default", "rope_theta": 1e6}
 def machine_info(device: torch.device) -> dict:
     import transformers
 
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        sha = os.environ.get("VIDSPEC_GIT_SHA", "unknown")  # the GPU machine gets the tree without .git
+    # The GPU machine's copy of .git may be older than the tree that runs: a SHA set by the caller wins.
+    sha = os.environ.get("VIDSPEC_GIT_SHA")
+    if not sha:
+        try:
+            sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            sha = "unknown"
     info = {"device": str(device), "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "platform": platform.platform(), "host": platform.node(),
             "cpu_threads": torch.get_num_threads(), "git_sha": sha, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
@@ -70,11 +74,11 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def build_target_module(family: str, shape: str, device: torch.device, dtype: torch.dtype):
-    """A 2-layer VLM of the given text width with a minimal vision tower (random weights)."""
+def build_target_module(family: str, shape: str, device: torch.device, dtype: torch.dtype, layers: int = 2):
+    """A ``layers``-layer VLM of the given text width with a minimal vision tower (random weights)."""
     import transformers
 
-    text = dict(SHAPES[shape], num_hidden_layers=2, max_position_embeddings=128000, rms_norm_eps=1e-6,
+    text = dict(SHAPES[shape], num_hidden_layers=layers, max_position_embeddings=128000, rms_norm_eps=1e-6,
                 hidden_act="silu", tie_word_embeddings=False, bos_token_id=None, eos_token_id=None, pad_token_id=None)
     d = text["hidden_size"]
     if family == "qwen2.5-vl":

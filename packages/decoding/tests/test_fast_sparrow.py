@@ -339,6 +339,40 @@ def test_benchmark_smoke(tmp_path):
     assert len({r["draft_cache_entries"] for r in rows if r["pending"] == 1}) == 1
 
 
+RECORDS = REPO / "benchmarks" / "results" / "gpu_session3" / "eval-rel-fast" / "records.jsonl"
+
+
+def test_replay_schedules_recover_each_rounds_acceptance():
+    """acceptance_by_position -> per-round acceptance counts that add up to each record's totals."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import replay_7b
+
+    recs = [json.loads(line) for line in RECORDS.read_text().splitlines()]
+    recs = [r for r in recs if r["method"] == "sparrow"][:10]
+    got = replay_7b.schedules(RECORDS, "sparrow", 10)
+    for r, ns in zip(recs, got):
+        assert len(ns) == r["target_passes"] and sum(ns) == r["accepted"]
+        assert all(0 <= n <= r["k"] for n in ns)
+        assert sum(ns) + len(ns) + 1 >= r["num_new_tokens"]  # the last round may be clipped at EOS
+    with pytest.raises(SystemExit, match="no 'nope' records"):
+        replay_7b.schedules(RECORDS, "nope", 3)
+
+
+def test_replay_benchmark_smoke(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "packages" / "decoding" / "src")}
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "replay_7b.py"), "--smoke", "--device", "cpu",
+                           "--records", str(RECORDS), "--families", "llava-ov", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    res = json.loads((tmp_path / "replay_7b_smoke.json").read_text())
+    rows = {r["method"]: r for r in res["rows"]}
+    assert set(rows) == {"sparrow", "sparrow-lvspec-pst"}
+    for r in rows.values():
+        assert r["ar_ms_per_token"] > 0 and r["method_ms_per_token"] > 0 and r["dsr"] > 0
+        assert r["tau"] > 1  # replayed from the records: more than one token per verify pass
+    assert rows["sparrow-lvspec-pst"]["tau"] > rows["sparrow"]["tau"]
+
+
 # ---- CUDA ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def cuda_tiny_fp32():

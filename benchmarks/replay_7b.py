@@ -1,0 +1,239 @@
+"""Sparrow speculative decoding at 7B shapes, with the acceptance of a trained testbed replayed.
+
+Why: the trained SynthVid testbed targets are small (4-26M parameters). On the H200 one of their
+forward passes is bound by host time (graph launch, Python glue), not by the GPU, so a verify pass
+costs as much as several draft steps and the DSR measured on them says little about a 7B
+deployment, where a target pass reads ~15 GB of weights. This benchmark runs the *same code paths*
+(FastLM's CUDA-graph AR and verify steps with the glue ``FastTarget`` adds, ``FastSparrowDrafter``
+begin/propose/commit) on Qwen2.5-VL-7B / LLaVA-OneVision-7B text shapes with random bf16 weights, and
+forces each round to accept the number of tokens a trained testbed accepted in a recorded eval
+(``records.jsonl`` of ``vidspec eval``: per sample, the rounds' acceptance counts are recovered
+from ``acceptance_by_position``). Round costs are measured; acceptance is the testbed's (τ is
+therefore the testbed's τ). AR and the method run side by side on the same prompts, so the ratio
+follows ALGORITHMS.md section 5 (decode time incl. the drafter's prompt feed; prefill excluded
+on both sides, as DSR does). It is a projection of the testbed's acceptance onto 7B costs, not a
+7B model's own acceptance: read it as "what this engine gives when the draft is as good as ours
+on SynthVid".
+
+Loose verification (sparrow-lvspec-pst) replays its acceptance through the strict code path; the
+loose verifier's own host work per round is not in the replay (the eval records it on the testbed).
+
+Run on the GPU machine from the repository root::
+
+    PYTHONPATH=packages/decoding/src python benchmarks/replay_7b.py \\
+        --records benchmarks/results/gpu_session3/eval-rel-fast/records.jsonl --out "$OUT"     # ~2 min
+    python benchmarks/replay_7b.py --smoke --records ... --out /tmp/r   # CPU, tiny shapes, seconds
+
+Prints a table and writes ``replay_7b.json`` (``replay_7b_smoke.json``) with machine info to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import sparrow_draft_step_gpu as sds  # noqa: E402  (shapes, bench target, machine info)
+
+
+def schedules(records: Path, method: str, limit: int) -> list[list[int]]:
+    """Per sample, the acceptance count of each round (order within a sample is not recorded)."""
+    out = []
+    for line in records.read_text().splitlines():
+        r = json.loads(line)
+        if r.get("method") != method or not r.get("target_passes"):
+            continue
+        rounds = int(r["target_passes"])
+        at_least = [round(f * rounds) for f in r.get("acceptance_by_position") or []]  # rounds accepting >= i+1
+        ns = []
+        for j in range(rounds):  # round j accepts as many positions as have > j rounds reaching them
+            ns.append(sum(1 for c in at_least if c > j))
+        if sum(ns) != int(r["accepted"]):
+            raise SystemExit(f"{r['sample_id']}: acceptance counts {ns} do not sum to accepted={r['accepted']}")
+        out.append(ns)
+        if len(out) >= limit:
+            break
+    if not out:
+        raise SystemExit(f"no {method!r} records with rounds in {records}")
+    return out
+
+
+class Glue:
+    """What FastTarget does around a FastLM step (output clones, device-side accept read back)."""
+
+    def __init__(self, flm, dev: torch.device):
+        self.flm, self.dev = flm, dev
+        self.accept = torch.zeros(2, dtype=torch.long, pin_memory=dev.type == "cuda")
+        self.tril = {t: torch.ones(t, t, dtype=torch.bool).tril() for t in range(1, 65)}
+
+    def step(self, tokens: list[int], start: int):
+        from vidspec.decoding.types import VerifyOutput
+
+        t = len(tokens)
+        out = self.flm.step(tokens, start, start, 0, list(range(t)), self.tril[t])
+        self.accept.copy_(out.accept, non_blocking=True)
+        ev = None
+        if self.dev.type == "cuda":
+            ev = torch.cuda.Event()
+            ev.record()
+        vo = VerifyOutput(logits=out.logits.clone(), hidden_penult=out.hidden["penult"][:t].clone())
+        if ev is not None:
+            ev.synchronize()
+        n, nxt = self.accept.tolist()
+        return vo, int(n), int(nxt)
+
+
+def run(args) -> dict:
+    from vidspec.decoding.fast.lm import FastLM
+    from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+    from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel
+
+    dev = torch.device(args.device)
+    dtype = getattr(torch, args.dtype)
+    res: dict = {"rows": []}
+    sched = {m: schedules(Path(args.records), m, args.samples) for m in args.methods}
+    for family in args.families:
+        print(f"== {family}: {args.shape}-shaped target, {args.layers} layers ({args.dtype}, {dev})", flush=True)
+        model = sds.build_target_module(family, args.shape, dev, dtype, layers=args.layers)
+        target = sds.BenchTarget(model, family)
+        lm = model.model.language_model
+        cfg = SparrowConfig.from_target(model, family, target.name)
+        torch.manual_seed(1)
+        with torch.device(dev):
+            draft = SparrowDraftModel(cfg)
+        draft.bind(model, init_norm=True)
+        draft.to(device=dev, dtype=dtype)
+        for n_vis in args.visual:
+            state = sds.make_state(target, args.text, n_vis, seed=n_vis)
+            L = int(state.prompt_ids.shape[0])
+            flm = FastLM(lm, model.lm_head, max_len=L + 512, hidden_layers={"penult": args.layers - 1},
+                         graphs=dev.type == "cuda")
+            glue = Glue(flm, dev)
+            drafter = FastSparrowDrafter(draft, max_len=args.text + 512)
+
+            def prefill():
+                flm.new_cache()
+                emb = torch.randn(L, flm.d, device=dev, dtype=dtype, generator=None) * 0.02
+                flm.prefill_chunk(emb, torch.arange(L, device=dev)[None].expand(3, L), 0, want_hidden=False,
+                                  last_logits=False)
+
+            def ar(n_tokens: int) -> float:
+                prefill()
+                sds.sync(dev)
+                t0 = time.perf_counter()
+                tok, length = 11, L
+                for _ in range(n_tokens - 1):  # the first token comes from prefill
+                    _, _, tok = glue.step([tok], length)
+                    length += 1
+                sds.sync(dev)
+                return time.perf_counter() - t0
+
+            def spec(ns: list[int]) -> tuple[float, int]:
+                prefill()
+                sds.sync(dev)
+                t0 = time.perf_counter()
+                first = 11
+                drafter.begin(target, state, first)
+                x, length, emitted = first, L, 1
+                for n in ns:
+                    prop = drafter.propose(args.k)
+                    vo, _, _ = glue.step([x, *prop.tokens], length)
+                    n = min(n, len(prop.tokens))
+                    nxt = 13 + n  # any token: acceptance is replayed, not decided
+                    length += n + 1
+                    flm.cache.length = length  # rollback to x + the n accepted
+                    drafter.commit(n, nxt, vo)
+                    x = nxt
+                    emitted += n + 1
+                sds.sync(dev)
+                return time.perf_counter() - t0, emitted
+
+            # Warm-up: capture every graph (verify T = 1..K+1, draft chains) outside the timing.
+            drafter.warmup(target, args.k)
+            for t in range(1, args.k + 2):
+                prefill()
+                glue.step([11] * t, L)
+            for m in args.methods:
+                spec(sched[m][0])
+            ar(8)
+            for m in args.methods:
+                ar_s, sp_s, toks, rounds = [], [], 0, 0
+                for ns in sched[m]:
+                    for _ in range(args.reps):
+                        s, emitted = spec(ns)
+                        a = ar(emitted)
+                        sp_s.append(s / emitted)
+                        ar_s.append(a / emitted)
+                    toks += sum(ns) + len(ns) + 1
+                    rounds += len(ns)
+                row = {"family": family, "method": m, "visual_tokens": n_vis, "prompt_tokens": L, "k": args.k,
+                       "samples": len(sched[m]), "tau": (toks - len(sched[m])) / rounds,
+                       "ar_ms_per_token": 1e3 * statistics.median(ar_s),
+                       "method_ms_per_token": 1e3 * statistics.median(sp_s)}
+                row["dsr"] = row["ar_ms_per_token"] / row["method_ms_per_token"]
+                res["rows"].append(row)
+                print(f"  {m:<20} {n_vis:>6} visual: tau {row['tau']:.2f}, AR {row['ar_ms_per_token']:.3f} ms/token, "
+                      f"{m} {row['method_ms_per_token']:.3f} ms/token, DSR {row['dsr']:.2f}x", flush=True)
+            del flm, glue, drafter
+        del model, draft, target, lm
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    return res
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", required=True, help="records.jsonl of a vidspec eval run with the methods below")
+    ap.add_argument("--methods", default="sparrow,sparrow-lvspec-pst")
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--smoke", action="store_true", help="CPU, tiny shapes, 2 samples (seconds)")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--shape", default=None, choices=sorted(sds.SHAPES))
+    ap.add_argument("--layers", type=int, default=None, help="target layers (default 28, the 7B depth)")
+    ap.add_argument("--dtype", default=None)
+    ap.add_argument("--families", default="qwen2.5-vl,llava-ov")
+    ap.add_argument("--visual", default="1024,16384", help="visual token counts of the prompt")
+    ap.add_argument("--text", type=int, default=64, help="text tokens in the prompt")
+    ap.add_argument("--k", type=int, default=4, help="draft tokens per round (the recorded run's K)")
+    ap.add_argument("--samples", type=int, default=20, help="recorded samples to replay per method")
+    ap.add_argument("--reps", type=int, default=1, help="timed repetitions per sample")
+    args = ap.parse_args(argv)
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else ("cpu" if args.smoke else None)
+    if args.device is None:
+        print("replay_7b.py needs a CUDA device (or --smoke / --device cpu)", file=sys.stderr)
+        return 2
+    if args.smoke:
+        args.shape, args.layers, args.visual, args.samples, args.text = args.shape or "smoke", args.layers or 2, "32", 2, 16
+        if args.device == "cpu":
+            torch.set_num_threads(1)
+    args.shape = args.shape or "7b"
+    args.layers = args.layers or 28
+    args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
+    args.methods = [m for m in args.methods.split(",") if m]
+    args.families = [f for f in args.families.split(",") if f]
+    args.visual = [int(v) for v in str(args.visual).split(",") if v]
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        res = run(args)
+    res["args"] = dict(vars(args))
+    res["machine"] = sds.machine_info(torch.device(args.device))
+    res["total_s"] = time.perf_counter() - t0
+    res["conventions"] = ("per-token decode time after prefill (drafter prompt feed included), medians over samples; "
+                          "acceptance counts replayed from the records; random weights: costs only")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / ("replay_7b_smoke.json" if args.smoke else "replay_7b.json")
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    print(f"wrote {path} in {res['total_s']:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
