@@ -118,3 +118,89 @@ def test_distill_data_refuses_other_options_on_an_unfinished_run(tmp_path, synth
     code = vidspec(["distill-data", "--target", TARGET, "--dataset", str(synthvid), "--out", str(out),
                     "--max-new-tokens", "7", "--shard-size", str(SHARD)])
     assert code == 2 and "other options" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory, synthvid) -> Path:
+    """An uninterrupted run, the reference for the crash tests."""
+    out = tmp_path_factory.mktemp("whole") / "out"
+    assert _distill(synthvid, out) == 0
+    return out
+
+
+def _leftovers(out: Path) -> list[str]:
+    """Files that look like temporary files of the writer (``.<name>.<8 hex>``)."""
+    import re
+
+    temp = re.compile(r"\.(shard-\d+\.jsonl|config\.json|distill\.json)\.[0-9a-f]{8}")
+    return sorted(str(p.relative_to(out)) for p in out.rglob(".*") if temp.fullmatch(p.name))
+
+
+def _assert_same_as_whole(out: Path, whole: Path) -> None:
+    assert _rows(out) == _rows(whole)
+    assert {k: v[2] for k, v in _shards(out).items()} == {k: v[2] for k, v in _shards(whole).items()}
+    assert (out / "distill.json").read_text() == (whole / "distill.json").read_text()
+    assert _leftovers(out) == []
+
+
+def test_distill_data_reruns_exactly_after_a_kill_mid_shard(tmp_path, synthvid, whole, generate_calls, capsys):
+    """A SIGKILL while writing runs no cleanup: it leaves a truncated temporary file, and a writer without
+    fsync can leave a truncated shard under its final name after a power loss. The rerun removes the first
+    (and nothing that only looks like it) and answers the second's rows again."""
+    calls, fail_at = generate_calls
+    out = tmp_path / "out"
+    fail_at[0] = 4  # shard 0 finished
+    assert _distill(synthvid, out) == 130
+    capsys.readouterr()
+    train, ref = out / ".work" / "train", whole / ".work" / "train"
+    half = ref.joinpath("shard-00001.jsonl").read_bytes()
+    (train / ".shard-00001.jsonl.0123abcd").write_bytes(half[: len(half) // 2])
+    (out / ".work" / ".config.json.89abcdef").write_text('{"target": ')
+    first_line = ref.joinpath("shard-00002.jsonl").read_text().splitlines()[0]
+    (train / "shard-00002.jsonl").write_text(first_line + "\n")  # whole lines, one row short
+    keep = [train / ".shard-00001.jsonl.0123abcd.bak", train / ".shard-00001.jsonl.notes", out / "notes.txt"]
+    for p in keep:
+        p.write_text("not the writer's\n")
+    assert _leftovers(out) == [".work/.config.json.89abcdef", ".work/train/.shard-00001.jsonl.0123abcd"]
+
+    calls.clear()
+    fail_at[0] = 0
+    assert _distill(synthvid, out) == 0
+    assert len(calls) == ROWS - SHARD  # shards 1 and 2 answered again, shard 0 kept
+    _assert_same_as_whole(out, whole)
+    assert all(p.read_text() == "not the writer's\n" for p in keep)
+
+
+def test_distill_data_removes_a_torn_shard_when_writing_fails(tmp_path, synthvid, whole, generate_calls, monkeypatch,
+                                                               capsys):
+    """Ctrl-C after half of shard 1's bytes reached its temporary file: no shard 1, no temporary file."""
+    from vidspec.draft_training.sparrow import distill_data as module
+
+    calls, _ = generate_calls
+    torn: list[bytes] = []
+    tear = [True]
+
+    def torn_open(path, mode="r", **kwargs):
+        f = open(path, mode, **kwargs)
+        if tear[0] and Path(path).name.startswith(".shard-00001.jsonl."):
+            def write(text):
+                f.buffer.write(text[: len(text) // 2].encode())
+                f.flush()
+                torn.append(Path(path).read_bytes())
+                raise KeyboardInterrupt
+            f.write = write
+        return f
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(module, "open", torn_open, raising=False)
+    assert _distill(synthvid, out) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert len(torn) == 1 and 0 < len(torn[0]) < len((whole / ".work/train/shard-00001.jsonl").read_bytes())
+    assert list(_shards(out)) == [".work/train/shard-00000.jsonl"] and _leftovers(out) == []
+    assert not (out / "distill.json").exists()
+
+    tear[0] = False
+    calls.clear()
+    assert _distill(synthvid, out) == 0
+    assert len(calls) == ROWS - SHARD
+    _assert_same_as_whole(out, whole)

@@ -7,8 +7,11 @@ SynthVid, lets the target answer every question greedily, and writes the same ro
 ``datasets`` DatasetDict that ``VideoTextDataModule`` reads directly. Video paths are written
 absolute.
 
-Resumable: answers go to ``OUT/.work/<split>/shard-NNNNN.jsonl`` (each written beside and
-renamed), finished shards are skipped on a rerun, and the dataset is assembled at the end.
+Resumable and crash-safe: answers go to ``OUT/.work/<split>/shard-NNNNN.jsonl``, each written to
+``.shard-NNNNN.jsonl.<8 hex>`` beside it, synced and renamed, so a shard under its final name is
+whole even after a kill or a power loss. A rerun removes such leftover temporary files, skips the
+finished shards (redoing any with a wrong row count or a bad line) and assembles the dataset at the
+end; ``distill.json`` is written last and marks a finished dataset.
 
 Usage::
 
@@ -20,14 +23,73 @@ Usage::
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import uuid
 from pathlib import Path
 
 from vidspec.decoding.errors import ConfigError
 
+log = logging.getLogger(__name__)
+
 WORK = ".work"
 MANIFEST = "distill.json"
+# The temporary names _write_atomic gives this command's files (".<name>.<8 hex>"); only these are
+# removed on a rerun, never anything else in the output folder.
+_TEMP = re.compile(r"\.(?:shard-\d{5,}\.jsonl|config\.json|distill\.json)\.[0-9a-f]{8}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a synced temporary file beside it and an atomic rename.
+
+    A reader (or a rerun after a crash) sees either no file or the whole file under ``path``;
+    a kill mid-write leaves only the temporary ``.<name>.<8 hex>``, which :func:`_remove_temps`
+    deletes.
+    """
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    # Make the rename itself durable; not every platform can open a directory.
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove_temps(folder: Path) -> None:
+    """Delete the temporary files a killed run of this command left in ``folder``."""
+    for p in folder.iterdir():
+        if _TEMP.fullmatch(p.name) and p.is_file():
+            log.info("removing %s, left by an interrupted run", p)
+            p.unlink()
+
+
+def _read_shard(shard: Path, rows: int) -> list[dict] | None:
+    """The rows of a finished shard, or None if it is not one (missing, wrong row count, bad line)."""
+    if not shard.is_file():
+        return None
+    try:
+        out = [json.loads(x) for x in shard.read_text(encoding="utf-8").splitlines() if x.strip()]
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        out = None
+    if out is None or len(out) != rows:
+        log.warning("%s is not a whole shard of %d rows; answering its rows again", shard, rows)
+        return None
+    return out
 
 
 def distill_data(
@@ -87,10 +149,12 @@ def distill_data(
     config = {"target": target, "dataset": str(src), "splits": names, "prompt_suffix": prompt_suffix,
               "max_new_tokens": max_new_tokens, "limit": limit, "shard_size": shard_size, "max_frames": max_frames}
     work.mkdir(parents=True, exist_ok=True)
+    _remove_temps(dst)
+    _remove_temps(work)
     cfg_file = work / "config.json"
     if cfg_file.is_file() and json.loads(cfg_file.read_text()) != config:
         raise ConfigError(f"{out} holds an unfinished run with other options; use another --out or the same options")
-    cfg_file.write_text(json.dumps(config, indent=2) + "\n")
+    _write_atomic(cfg_file, json.dumps(config, indent=2) + "\n")
     tgt = load_target(target, device=device, dtype=dtype, max_frames=max_frames)
     decoder = SpeculativeDecoder(tgt)
     tables = {}
@@ -98,12 +162,15 @@ def distill_data(
         table = data[name]
         n = len(table) if limit is None else min(limit, len(table))
         (work / name).mkdir(exist_ok=True)
+        _remove_temps(work / name)
         rows: list[dict] = []
         for start in tqdm(range(0, n, shard_size), desc=f"distill {name}", unit="shard"):
+            stop = min(n, start + shard_size)
             shard = work / name / f"shard-{start // shard_size:05d}.jsonl"
-            if not shard.is_file():
+            done = _read_shard(shard, stop - start)
+            if done is None:
                 lines = []
-                for r in table.select(range(start, min(n, start + shard_size))).to_list():
+                for r in table.select(range(start, stop)).to_list():
                     video = Path(r["video"])
                     video = video if video.is_absolute() else src / video
                     question = r["question"] + (f" {prompt_suffix}" if prompt_suffix else "")
@@ -112,14 +179,15 @@ def distill_data(
                     lines.append(json.dumps({**r, "video": str(video), "question": question,
                                              "reference_answer": r.get("answer"), "answer": text,
                                              "answer_tokens": res.num_new_tokens}))
-                tmp = shard.with_name(f".{shard.name}.{uuid.uuid4().hex[:8]}")
-                tmp.write_text("\n".join(lines) + "\n")
-                os.replace(tmp, shard)
-            rows += [json.loads(x) for x in shard.read_text().splitlines() if x.strip()]
+                _write_atomic(shard, "\n".join(lines) + "\n")
+                done = [json.loads(x) for x in lines]
+            rows += done
         tables[name] = Dataset.from_list(rows)
+    # The manifest marks a finished dataset: gone while the dataset is (re)written, written last.
+    (dst / MANIFEST).unlink(missing_ok=True)
     DatasetDict(tables).save_to_disk(str(dst))
-    (dst / MANIFEST).write_text(json.dumps({**config, "rows": {k: len(v) for k, v in tables.items()},
-                                            "target_family": tgt.family}, indent=2) + "\n")
+    _write_atomic(dst / MANIFEST, json.dumps({**config, "rows": {k: len(v) for k, v in tables.items()},
+                                              "target_family": tgt.family}, indent=2) + "\n")
     print(f"wrote {sum(len(v) for v in tables.values())} distilled rows to {dst}")
     return 0
 
