@@ -81,6 +81,10 @@ log = logging.getLogger(__name__)
 #   out_index: where the step's argmax goes in the token buffer; next_pos: (3,) position ids of the
 #   *next* single-token step; pos: the tokens' (3, T) position ids.
 _HEAD = 6
+#: Kernel path: prompts of up to PREFILL_STEPS chunks of PREFILL_T text positions are fed through
+#: the T-step graphs (T <= PREFILL_T: few extra compiled variants and graphs beyond a round's T <= K+1).
+PREFILL_T = 8
+PREFILL_STEPS = 16
 
 
 def _arena_len(t: int) -> int:
@@ -518,7 +522,7 @@ class FastSparrowDrafter(SparrowDrafter):
         meets it, inside that decode's timing. This captures T = 1..K+1 (those up to ``max_step``)
         and k = 1..K over every bucket up to the one holding ``max_text`` text positions (prompt
         text + generated tokens + one proposal; default: the first bucket; the kernel path has no
-        buckets).
+        buckets, and also captures the single steps of T = 1..``PREFILL_T`` that feed a prompt).
 
         Call it between requests: it writes the draft's static cache and ends a live request
         (``begin`` starts the next one). Prepares the draft for ``target`` as ``begin`` does; off CUDA
@@ -551,6 +555,12 @@ class FastSparrowDrafter(SparrowDrafter):
                     self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
                                [start + t] * 3)
                     self._capture(key)
+        if e.kernels:  # the prompt feed's chunks (see _prefill): one step of T = 1..PREFILL_T each
+            for t in range(1, min(PREFILL_T, self.max_step) + 1):
+                if self._key(t, 1, t) not in e.graphs and t <= self.max_len:
+                    self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device),
+                               [list(range(t))] * 3, 0, [t] * 3)
+                    self._capture(self._key(t, 1, t))
         return self.graph_captures - before
 
     # ---- inputs -----------------------------------------------------------------------------------
@@ -611,9 +621,26 @@ class FastSparrowDrafter(SparrowDrafter):
         self._pending = _Pending(tokens=[first_token], hidden=[hp[L - 1]], index=[L])
 
     def _prefill(self, ids: torch.Tensor, hidden: torch.Tensor, pos3: torch.Tensor) -> None:
-        """Feed prompt text positions in causal chunks (eager; their ĥ are not needed)."""
+        """Feed prompt text positions in causal chunks (their ĥ are not needed).
+
+        On the kernel path with graphs, a prompt of at most ``PREFILL_STEPS * PREFILL_T`` text
+        positions goes through the captured T-step graphs (chunks of ``PREFILL_T``, one launch each:
+        a typical prompt's few dozen text positions cost a few launches instead of an eager layer's
+        ~60 kernels); longer ones, and every other path, run eagerly in ``prefill_chunk`` chunks.
+        """
         e = self._eng
         m = self.model
+        n = ids.shape[0]
+        step = min(PREFILL_T, self.max_step)
+        if e.kernels and self._use_graphs and n <= PREFILL_STEPS * step:
+            ids_l, rows = ids.tolist(), self._three(pos3).tolist()
+            for c in range(0, n, step):
+                t = min(step, n - c)
+                start = self.cache.length
+                self._load(ids_l[c:c + t], hidden[c:c + t], [r[c:c + t] for r in rows], start, [0, 0, 0])
+                self._run(t, start + t, 1)
+                self.cache.length = start + t
+            return
         ids = ids.to(e.device)
         pos3 = pos3.to(e.device)
         n = ids.shape[0]
