@@ -55,6 +55,44 @@ def test_bad_value_exits_2(tmp_path, tiny_dataset, capsys):
     assert code == 2 and "family" in capsys.readouterr().err
 
 
+def test_val_check_interval_over_an_epoch_exits_2_in_one_line(tmp_path, tiny_dataset, capsys):
+    # 8 rows / batch 2 = 4 batches an epoch; Lightning's ValueError comes from inside fit.
+    path = tiny_recipe(tmp_path, tiny_dataset)
+    code = vidspec(["train", "fit", "--config", str(path), "--trainer.limit_val_batches", "1",
+                    "--trainer.val_check_interval", "10"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "trainer.val_check_interval=10" in lines[0] and "4 training batches" in lines[0], lines
+    assert "check_val_every_n_epoch=null" in lines[0], lines
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_module_entry_point_gives_the_same_one_line(tmp_path, tiny_dataset):
+    # `python -m vidspec.draft_training.cli` is what torchrun launches (see the recipes' headers).
+    import subprocess
+    import sys
+
+    path = tiny_recipe(tmp_path, tiny_dataset)
+    proc = subprocess.run([sys.executable, "-m", "vidspec.draft_training.cli", "fit", "--config", str(path),
+                           "--trainer.limit_val_batches", "1", "--trainer.val_check_interval", "10"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "vidspec train: error: trainer.val_check_interval=10" in proc.stderr.strip().splitlines()[-1], proc.stderr
+
+
+def test_only_the_val_check_interval_value_error_becomes_a_config_error():
+    from vidspec.draft_training.cli import _val_check_interval_error
+
+    lightning = ValueError(" `val_check_interval` (10) must be less than or equal to the number of the training "
+                           "batches (4). If you want to disable validation set `limit_val_batches` to 0.0 instead.")
+    assert _val_check_interval_error(lightning).startswith("trainer.val_check_interval=10 is larger than the 4 ")
+    assert _val_check_interval_error(ValueError("`val_check_interval` should be an integer")) is None
+    assert _val_check_interval_error(ValueError("math domain error")) is None
+    assert _val_check_interval_error(TypeError(str(lightning))) is None
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, tiny_dataset):
     out = tmp_path_factory.mktemp("run_a")

@@ -20,13 +20,16 @@ a Sparrow distillation module for drafts. Every run also gets
 - ``--fail_at_step N``: raise at step N (fault injection for resume tests).
 
 A recipe with an unknown key or a bad value exits with status 2 and one line naming it; so does a
-``model.init_args.tokenizer`` (or ``init_from``) folder that does not exist. Relative paths in a recipe
-are resolved against the current directory (run from the repository root), not the recipe's folder.
+``model.init_args.tokenizer`` (or ``init_from``) folder that does not exist, and an integer
+``trainer.val_check_interval`` larger than the training batches of an epoch (found when ``fit`` starts).
+Relative paths in a recipe are resolved against the current directory (run from the repository root),
+not the recipe's folder.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -135,11 +138,28 @@ def _user_error(e: BaseException) -> VidspecError | None:
     return None
 
 
+#: Lightning's ValueError (``_FitLoop.setup_data``, 2.5-2.6) when an int ``val_check_interval`` exceeds the
+#: batches of an epoch: it comes only once the train dataloader exists, deep inside ``fit``.
+_VAL_CHECK_TOO_LARGE = re.compile(r"`val_check_interval` \((\d+)\) must be less than or equal to the number "
+                                  r"of the training batches \((\d+)\)")
+
+
+def _val_check_interval_error(e: BaseException) -> str | None:
+    """The one-line message for Lightning's "val_check_interval > batches per epoch" error, else None."""
+    match = _VAL_CHECK_TOO_LARGE.search(str(e)) if isinstance(e, ValueError) else None
+    if match is None:
+        return None
+    interval, batches = match.groups()
+    return (f"trainer.val_check_interval={interval} is larger than the {batches} training batches per epoch: "
+            f"lower it or set trainer.check_val_every_n_epoch=null (then it counts batches across epochs)")
+
+
 def run_cli(argv: list[str], run: bool = True, cli_class: type[VidspecTrainCLI] = VidspecTrainCLI) -> VidspecTrainCLI:
     """Build (and with ``run``, execute) the training CLI on ``argv``.
 
     Raises:
-        ConfigError: unknown key, bad value or failing constructor in the recipe (one line).
+        ConfigError: unknown key, bad value or failing constructor in the recipe, or an integer
+            ``trainer.val_check_interval`` larger than the training batches of an epoch (one line).
     """
     from jsonargparse import ArgumentError
 
@@ -166,6 +186,8 @@ def run_cli(argv: list[str], run: bool = True, cli_class: type[VidspecTrainCLI] 
     except (TypeError, ValueError) as e:
         if (user := _user_error(e)) is not None:
             raise ConfigError(one_line(user, "invalid configuration")) from None
+        if (message := _val_check_interval_error(e)) is not None:
+            raise ConfigError(message) from e  # `--debug` still shows where Lightning raised it
         raise
 
 
@@ -239,4 +261,8 @@ def export_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(train_main(sys.argv[1:]))
+    # `python -m vidspec.draft_training.cli` (torchrun's launch) handles user errors as `vidspec train` does:
+    # one line and status 2, the traceback only with --debug.
+    from vidspec.decoding.cli import main
+
+    sys.exit(main(["train", *sys.argv[1:]]))
