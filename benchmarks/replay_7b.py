@@ -89,6 +89,67 @@ class Glue:
         return vo, int(n), int(nxt)
 
 
+class Replay:
+    """One target/draft pair on one prompt: timed AR decodes and replayed speculative decodes."""
+
+    def __init__(self, flm, glue: Glue, drafter, target, state, k: int, dev: torch.device, dtype: torch.dtype):
+        self.flm, self.glue, self.drafter, self.target, self.state = flm, glue, drafter, target, state
+        self.k, self.dev, self.dtype = k, dev, dtype
+        self.L = int(state.prompt_ids.shape[0])
+
+    def prefill(self) -> None:
+        """Fill the target's cache with the prompt's positions (random states: costs only; untimed)."""
+        flm, L = self.flm, self.L
+        flm.new_cache()
+        emb = torch.randn(L, flm.d, device=self.dev, dtype=self.dtype) * 0.02
+        flm.prefill_chunk(emb, torch.arange(L, device=self.dev)[None].expand(3, L), 0, want_hidden=False,
+                          last_logits=False)
+
+    def ar(self, n_tokens: int) -> float:
+        """Seconds to decode ``n_tokens`` greedily (the first comes from prefill)."""
+        self.prefill()
+        sds.sync(self.dev)
+        t0 = time.perf_counter()
+        tok, length = 11, self.L
+        for _ in range(n_tokens - 1):
+            _, _, tok = self.glue.step([tok], length)
+            length += 1
+        sds.sync(self.dev)
+        return time.perf_counter() - t0
+
+    def spec(self, ns: list[int]) -> tuple[float, int]:
+        """Seconds and tokens of a speculative decode whose round r accepts ``ns[r]`` drafts."""
+        self.prefill()
+        sds.sync(self.dev)
+        t0 = time.perf_counter()
+        first = 11
+        d = self.drafter
+        d.begin(self.target, self.state, first)
+        x, length, emitted = first, self.L, 1
+        for n in ns:
+            prop = d.propose(self.k)
+            vo, _, _ = self.glue.step([x, *prop.tokens], length)
+            n = min(n, len(prop.tokens))
+            nxt = 13 + n  # any token: acceptance is replayed, not decided
+            length += n + 1
+            self.flm.cache.length = length  # rollback to x + the n accepted
+            d.commit(n, nxt, vo)
+            x = nxt
+            emitted += n + 1
+        sds.sync(self.dev)
+        return time.perf_counter() - t0, emitted
+
+    def warmup(self, first_schedules: list[list[int]]) -> None:
+        """Capture every graph (verify T = 1..K+1, draft chains, prompt feed) outside the timing."""
+        self.drafter.warmup(self.target, self.k)
+        for t in range(1, self.k + 2):
+            self.prefill()
+            self.glue.step([11] * t, self.L)
+        for ns in first_schedules:
+            self.spec(ns)
+        self.ar(8)
+
+
 def run(args) -> dict:
     from vidspec.decoding.fast.lm import FastLM
     from vidspec.decoding.fast.sparrow import FastSparrowDrafter
@@ -102,7 +163,6 @@ def run(args) -> dict:
         print(f"== {family}: {args.shape}-shaped target, {args.layers} layers ({args.dtype}, {dev})", flush=True)
         model = sds.build_target_module(family, args.shape, dev, dtype, layers=args.layers)
         target = sds.BenchTarget(model, family)
-        lm = model.model.language_model
         cfg = SparrowConfig.from_target(model, family, target.name)
         torch.manual_seed(1)
         with torch.device(dev):
@@ -112,76 +172,31 @@ def run(args) -> dict:
         for n_vis in args.visual:
             state = sds.make_state(target, args.text, n_vis, seed=n_vis)
             L = int(state.prompt_ids.shape[0])
-            flm = FastLM(lm, model.lm_head, max_len=L + 512, hidden_layers={"penult": args.layers - 1},
-                         graphs=dev.type == "cuda")
-            glue = Glue(flm, dev)
-            drafter = FastSparrowDrafter(draft, max_len=args.text + 512)
-
-            def prefill():
-                flm.new_cache()
-                emb = torch.randn(L, flm.d, device=dev, dtype=dtype, generator=None) * 0.02
-                flm.prefill_chunk(emb, torch.arange(L, device=dev)[None].expand(3, L), 0, want_hidden=False,
-                                  last_logits=False)
-
-            def ar(n_tokens: int) -> float:
-                prefill()
-                sds.sync(dev)
-                t0 = time.perf_counter()
-                tok, length = 11, L
-                for _ in range(n_tokens - 1):  # the first token comes from prefill
-                    _, _, tok = glue.step([tok], length)
-                    length += 1
-                sds.sync(dev)
-                return time.perf_counter() - t0
-
-            def spec(ns: list[int]) -> tuple[float, int]:
-                prefill()
-                sds.sync(dev)
-                t0 = time.perf_counter()
-                first = 11
-                drafter.begin(target, state, first)
-                x, length, emitted = first, L, 1
-                for n in ns:
-                    prop = drafter.propose(args.k)
-                    vo, _, _ = glue.step([x, *prop.tokens], length)
-                    n = min(n, len(prop.tokens))
-                    nxt = 13 + n  # any token: acceptance is replayed, not decided
-                    length += n + 1
-                    flm.cache.length = length  # rollback to x + the n accepted
-                    drafter.commit(n, nxt, vo)
-                    x = nxt
-                    emitted += n + 1
-                sds.sync(dev)
-                return time.perf_counter() - t0, emitted
-
-            # Warm-up: capture every graph (verify T = 1..K+1, draft chains) outside the timing.
-            drafter.warmup(target, args.k)
-            for t in range(1, args.k + 2):
-                prefill()
-                glue.step([11] * t, L)
-            for m in args.methods:
-                spec(sched[m][0])
-            ar(8)
+            flm = FastLM(model.model.language_model, model.lm_head, max_len=L + 512,
+                         hidden_layers={"penult": args.layers - 1}, graphs=dev.type == "cuda")
+            rp = Replay(flm, Glue(flm, dev), FastSparrowDrafter(draft, max_len=args.text + 512), target, state,
+                        args.k, dev, dtype)
+            rp.warmup([sched[m][0] for m in args.methods])
             for m in args.methods:
                 ar_s, sp_s, toks, rounds = [], [], 0, 0
                 for ns in sched[m]:
-                    for _ in range(args.reps):
-                        s, emitted = spec(ns)
-                        a = ar(emitted)
+                    for _ in range(args.reps):  # interleaved: drift hits both alike
+                        s, emitted = rp.spec(ns)
+                        a = rp.ar(emitted)
                         sp_s.append(s / emitted)
                         ar_s.append(a / emitted)
-                    toks += sum(ns) + len(ns) + 1
+                    toks += sum(ns) + len(ns)
                     rounds += len(ns)
                 row = {"family": family, "method": m, "visual_tokens": n_vis, "prompt_tokens": L, "k": args.k,
-                       "samples": len(sched[m]), "tau": (toks - len(sched[m])) / rounds,
+                       "samples": len(sched[m]), "tau": toks / rounds,
                        "ar_ms_per_token": 1e3 * statistics.median(ar_s),
                        "method_ms_per_token": 1e3 * statistics.median(sp_s)}
                 row["dsr"] = row["ar_ms_per_token"] / row["method_ms_per_token"]
                 res["rows"].append(row)
                 print(f"  {m:<20} {n_vis:>6} visual: tau {row['tau']:.2f}, AR {row['ar_ms_per_token']:.3f} ms/token, "
                       f"{m} {row['method_ms_per_token']:.3f} ms/token, DSR {row['dsr']:.2f}x", flush=True)
-            del flm, glue, drafter
-        del model, draft, target, lm
+            del rp, flm
+        del model, draft, target
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     return res
