@@ -175,3 +175,25 @@ def test_triton_kernels_only_for_power_of_two_head_dims():
     from vidspec.decoding.fast.lm import kernels_fit
 
     assert [kernels_fit(d) for d in (8, 16, 24, 32, 48, 64, 128)] == [False, True, False, True, False, True, True]
+
+
+def test_gc_paused_keeps_the_collector_off_and_restores_it():
+    """CUDA graph captures run with the cyclic GC off (a collection could free graphs mid-capture)."""
+    import gc
+
+    from vidspec.decoding.fast.lm import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("capture failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        gc.enable()

@@ -30,6 +30,8 @@ model dtype, residuals in the model dtype), so fp32 CPU runs match HF to float r
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import math
 from collections.abc import Callable
@@ -773,7 +775,7 @@ class FastLM:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        with gc_paused(), torch.cuda.graph(graph, pool=self._pool):
             out = self._step_body(t, lb, arena, mask, self.compiled)
         # Capture does not execute: replay once so the outputs (and cache writes) exist.
         graph.replay()
@@ -799,6 +801,25 @@ class FastLM:
         dmask.zero_()
         dmask[0, 0] = True
         self._mask_src.pop(1, None)  # the T=1 mask was written on the device
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Keep Python's cyclic garbage collector from running inside a CUDA graph capture.
+
+    ``torch.cuda.graph`` collects garbage before it starts capturing, but a collection triggered by
+    allocations *during* the capture can free an unreachable object that owns CUDA graphs or
+    device memory (a FastTarget or drafter of an earlier request, kept alive only by a reference
+    cycle), and freeing it is an illegal call while a stream is being captured
+    (``cudaErrorStreamCaptureInvalidated``).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def raise_recompile_limit(limit: int = 256) -> None:

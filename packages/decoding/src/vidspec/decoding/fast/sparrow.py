@@ -64,6 +64,7 @@ from vidspec.decoding.fast.lm import (
     attend_prefill,
     attend_step,
     fuse_layer_weights,
+    gc_paused,
     kernels_fit,
     layer_weights,
     raise_recompile_limit,
@@ -474,7 +475,7 @@ class FastSparrowDrafter(SparrowDrafter):
         if e.pool is None:
             e.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=e.pool):
+        with gc_paused(), torch.cuda.graph(graph, pool=e.pool):
             out = self._chain(*key)
         return _Graph(graph, out)
 
