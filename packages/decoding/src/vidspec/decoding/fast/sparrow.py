@@ -15,19 +15,28 @@ arguments plus engine options, same ``from_pretrained``, same begin/propose/comm
   head -> argmax. All step inputs live in per-``T`` static buffers (an int64 *arena* and a hidden
   buffer), and every step ends by writing the inputs of the next single-token step (its own argmax,
   its ĥ, the next slot and position) into the ``T = 1`` buffers, so
-- on CUDA each ``(T, bucket)`` step is captured once as a ``torch.cuda.CUDAGraph`` (attention reads
-  the cache up to a multiple of ``bucket`` slots, with a mask hiding slots past each query) and a
-  greedy proposal of K tokens is one host-to-device copy of the round's inputs, one graph replay
-  for the pending tokens, K - 1 replays of the single-token graph chained on the device, and one
-  host synchronisation to read the K tokens back. A step graph is captured the first time its
-  ``(T, bucket)`` is met; :meth:`FastSparrowDrafter.warmup` captures all that rounds of K tokens
-  can meet ahead of time (T = 1..K+1 over the buckets up to a text length), so no capture lands
-  inside a timed decode.
+- two ways to run a step: on CUDA with Triton (and a power-of-two head dim) the *kernel path*:
+  the Triton RoPE/KV-write and split-K attention kernels of :mod:`vidspec.decoding.fast.kernels`
+  (attention over exactly the valid cache, so no buckets), the draft layer's q/k/v and gate/up
+  weights fused into single buffers, and two compiled (``torch.compile``) pieces around them (embed + fuse +
+  RoPE tables + norm + q/k/v; o-proj + MLP + head norm + LM head + argmax): ~23 kernels per step.
+  Otherwise the SDPA path: attention over the cache up to a multiple of ``bucket`` slots with a
+  mask hiding slots past each query;
+- on CUDA a whole greedy proposal is **one** ``torch.cuda.CUDAGraph``: the pending T-step chained
+  with K - 1 single-token steps on the device, one graph per ``(T, k, bucket)`` (bucket 0 on the
+  kernel path). A round is then one host-to-device copy of its inputs, one graph launch and one
+  host synchronisation to read the K tokens back. (On the H200 a graph launch costs ~1.5-3 us of
+  host time per kernel node, so launches, not kernels, bounded the small testbed's rounds: see
+  docs/RESULTS.md section 10.) A graph is captured the first time its key is met;
+  :meth:`FastSparrowDrafter.warmup` captures all that rounds of K tokens can meet ahead of time, so
+  no capture lands inside a timed decode.
 
-Off CUDA (CI) or with ``graphs=False`` the same step function runs eagerly over the exact cache
-length; sampling (``temperature > 0``) runs the same steps with one host round trip per token (the
-token is chosen on the host exactly as :class:`SparrowDrafter` does). The prompt's text positions
-(``begin``) are fed eagerly in causal chunks.
+Off CUDA (CI) or with ``graphs=False`` the same steps run eagerly over the exact cache length;
+sampling (``temperature > 0``) runs the pending step and then one single-token step per token with
+a host round trip each (the token is chosen on the host exactly as :class:`SparrowDrafter` does).
+The prompt's text positions (``begin``) are fed through the step graphs in chunks of
+``PREFILL_T`` on the kernel path (prompts of up to ``PREFILL_STEPS`` chunks), else eagerly in
+causal chunks.
 
 Usage::
 
