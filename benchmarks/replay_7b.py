@@ -242,11 +242,7 @@ def main(argv=None) -> int:
     res["total_s"] = time.perf_counter() - t0
     res["conventions"] = ("per-token decode time after prefill (drafter prompt feed included), medians over samples; "
                           "acceptance counts replayed from the records; random weights: costs only")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / ("replay_7b_smoke.json" if args.smoke else "replay_7b.json")
-    path.write_text(json.dumps(res, indent=2) + "\n")
-    print(f"wrote {path} in {res['total_s']:.1f} s")
+    sds.write_results(res, args.out, "replay_7b", args.smoke)
     return 0
 
 

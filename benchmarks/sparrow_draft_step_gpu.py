@@ -293,12 +293,18 @@ def main(argv=None) -> int:
     res["machine"] = machine_info(torch.device(args.device))
     res["total_s"] = time.perf_counter() - t0
     print_table(res)
-    out = Path(args.out)
+    write_results(res, args.out, "sparrow_draft_step_gpu", args.smoke)
+    return 0
+
+
+def write_results(res: dict, out: str | Path, name: str, smoke: bool) -> Path:
+    """Write ``NAME.json`` (``NAME_smoke.json`` for a smoke run) into ``out``; print where."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / ("sparrow_draft_step_gpu_smoke.json" if args.smoke else "sparrow_draft_step_gpu.json")
+    path = out / (f"{name}_smoke.json" if smoke else f"{name}.json")
     path.write_text(json.dumps(res, indent=2) + "\n")
     print(f"wrote {path} in {res['total_s']:.1f} s")
-    return 0
+    return path
 
 
 if __name__ == "__main__":
