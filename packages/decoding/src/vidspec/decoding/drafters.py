@@ -42,9 +42,11 @@ class ModelDrafter:
         prune_ratio: fraction of the draft's video tokens dropped before its prefill (0 keeps
             all). Tokens are dropped uniformly over the video, keeping their positions.
         temperature: 0 drafts greedily; > 0 samples and returns the draft distributions, which
-            strict sampling verification needs.
-        top_p: nucleus mass when sampling; :class:`~vidspec.decoding.engine.SpeculativeDecoder`
-            replaces it with each sampling request's ``top_p``, so draft and verifier agree.
+            strict sampling verification needs. :class:`~vidspec.decoding.engine.SpeculativeDecoder`
+            sets it to each request's temperature for the duration of that request (and restores
+            it afterwards), so this value only matters when the drafter is driven directly.
+        top_p: nucleus mass when sampling; likewise replaced by each request's ``top_p``, so draft
+            and verifier agree.
         generator: RNG for sampled drafts (likewise replaced by the request's seeded RNG).
     """
 

@@ -12,6 +12,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ class SpeculativeDecoder:
 
     def _generator(self, max_new_tokens: int, temperature: float, top_p: float,
                    seed: int | None) -> torch.Generator | None:
-        """Check the sampling arguments; the request's RNG (shared with a sampling drafter), or None."""
+        """Check the sampling arguments; the request's seeded RNG, or None for a greedy request."""
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if temperature < 0:
@@ -107,15 +108,37 @@ class SpeculativeDecoder:
             return None
         generator = torch.Generator(device="cpu")
         generator.manual_seed(0 if seed is None else seed)
-        if getattr(self.drafter, "temperature", 0) > 0:
-            # One RNG for drafts and target samples, so a seed fixes the whole output.
-            if hasattr(self.drafter, "generator"):
-                self.drafter.generator = generator
-            # A sampling drafter uses the request's top-p, as the verifier does (drafters are built
-            # before the request is known, e.g. by build_decoder, which takes no top-p).
-            if hasattr(self.drafter, "top_p"):
-                self.drafter.top_p = top_p
         return generator
+
+    @contextlib.contextmanager
+    def _drafting_as(self, temperature: float, top_p: float, generator: torch.Generator | None) -> Iterator[None]:
+        """For one request, a drafter with a ``temperature`` drafts at the request's settings.
+
+        Drafters are built before any request is known (``build_decoder(..., temperature=...)``),
+        but the verifier works at each request's temperature and top-p. Drafting at the same ones
+        keeps acceptance high both ways: greedy drafts for a greedy request (no wasted samples),
+        sampled drafts with their distributions q for a sampling request (strict rejection sampling
+        needs q; top-p as the verifier's). The request's RNG is shared, so a seed fixes drafts and
+        target samples together. The drafter's own ``temperature``, ``top_p`` and ``generator``
+        come back afterwards (also after an error), so one decoder serves greedy and sampling
+        requests alternately. Every drafter here reads these attributes afresh in each
+        ``propose`` (greedy and sampling paths keep the same cache bookkeeping), so a change
+        between requests is safe. A drafter without ``temperature`` (NoDrafter, scripted ones) is
+        left alone.
+        """
+        drafter = self.drafter
+        if not hasattr(drafter, "temperature"):
+            yield
+            return
+        wanted = {"temperature": temperature, "top_p": top_p, "generator": generator}
+        saved = {name: getattr(drafter, name) for name in wanted if hasattr(drafter, name)}
+        try:
+            for name in saved:
+                setattr(drafter, name, wanted[name])
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(drafter, name, value)
 
     def _events(self, request: Request, max_new_tokens: int, temperature: float, top_p: float,
                 generator: torch.Generator | None, timings: dict) -> Iterator[_Event]:
@@ -190,19 +213,21 @@ class SpeculativeDecoder:
             request: video + prompt.
             max_new_tokens: hard cap on emitted tokens (the first, from prefill, included).
             temperature: 0 for greedy; > 0 samples (strict verification stays lossless in
-                distribution).
+                distribution). A drafter with a ``temperature`` drafts at this one (and ``top_p``)
+                for this call, whatever it was built with.
             top_p: nucleus mass when sampling.
-            seed: seeds the sampling RNG.
+            seed: seeds the sampling RNG (shared with a sampling drafter).
         """
         generator = self._generator(max_new_tokens, temperature, top_p, seed)
         timings: dict = {}
         t0 = time.perf_counter()
         tokens: list[int] = []
         steps: list[StepRecord] = []
-        for ev in self._events(request, max_new_tokens, temperature, top_p, generator, timings):
-            tokens.extend(ev.token_ids)
-            if ev.step is not None:
-                steps.append(ev.step)
+        with self._drafting_as(temperature, top_p, generator):
+            for ev in self._events(request, max_new_tokens, temperature, top_p, generator, timings):
+                tokens.extend(ev.token_ids)
+                if ev.step is not None:
+                    steps.append(ev.step)
         wall = time.perf_counter() - t0
         return GenerationResult(
             method=self.method,
@@ -229,15 +254,18 @@ class SpeculativeDecoder:
         tokens: list[int] = []
         start = shown = 0  # tokens[start:shown] are the last shown piece's tokens; tokens[shown:] are new
         context = ""  # decode(tokens[start:shown])
-        for ev in self._events(request, max_new_tokens, temperature, top_p, generator, {}):
-            tokens.extend(ev.token_ids)
-            text = decode(tokens[start:])
-            if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
-                continue
-            if len(text) > len(context):
-                yield text[len(context):]
-                start, shown = shown, len(tokens)
-                context = decode(tokens[start:shown])
+        # The drafter's settings come back when the stream ends or is closed (an abandoned stream:
+        # when it is garbage-collected); interleaving two streams of one decoder is not supported.
+        with self._drafting_as(temperature, top_p, generator):
+            for ev in self._events(request, max_new_tokens, temperature, top_p, generator, {}):
+                tokens.extend(ev.token_ids)
+                text = decode(tokens[start:])
+                if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
+                    continue
+                if len(text) > len(context):
+                    yield text[len(context):]
+                    start, shown = shown, len(tokens)
+                    context = decode(tokens[start:shown])
         final = decode(tokens[start:])
         if len(final) > len(context):  # flush a trailing partial character at the end
             yield final[len(context):]

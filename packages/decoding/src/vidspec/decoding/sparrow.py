@@ -465,9 +465,10 @@ class SparrowDrafter:
 
     Args:
         model: the draft (bound to the target in ``begin`` if not bound yet).
-        temperature: 0 drafts greedily; > 0 samples and returns the draft distributions.
-        top_p: nucleus mass when sampling (SpeculativeDecoder sets it to each sampling request's top_p).
-        generator: RNG for sampled drafts.
+        temperature: 0 drafts greedily; > 0 samples and returns the draft distributions
+            (SpeculativeDecoder sets it to each request's temperature for that request, then restores it).
+        top_p: nucleus mass when sampling (SpeculativeDecoder sets it to each request's top_p, likewise).
+        generator: RNG for sampled drafts (SpeculativeDecoder shares the request's seeded RNG, likewise).
         allow_target_mismatch: skip the fingerprint check in ``begin``.
     """
 
