@@ -164,6 +164,9 @@ def build_decoder(
     """Load models (or take loaded adapters) and assemble the decoder for ``method``.
 
     Args:
+        temperature: the drafter's default sampling temperature. ``SpeculativeDecoder.generate``
+            and ``stream`` replace it (and top-p) with the request's for the call, so it matters
+            only to code that drives the drafter itself; ``fly`` refuses a temperature above 0.
         engine: ``eager`` (the adapters as loaded) or ``fast`` (FastTarget wrappers; see the module
             docstring). A FastTarget passed as ``target``/``draft`` is used as is on both engines.
         fast_options: :class:`~vidspec.decoding.fast.FastTarget` keyword arguments for the wrappers
