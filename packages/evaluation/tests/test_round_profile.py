@@ -36,3 +36,13 @@ def test_round_profile_smoke(tmp_path):
         assert res[m]["verify_ms"] > 0 and res[m]["ms_per_token"] > 0
         for name in (f"cprof-{m}.txt", f"cprof-{m}-cum.txt", f"tprof-{m}.txt", f"trace-{m}.json"):
             assert (out / name).stat().st_size > 0, name
+
+
+def test_git_info_prefers_the_commit_given_in_the_environment(monkeypatch):
+    from vidspec.evaluation.runner import git_info
+
+    monkeypatch.delenv("VIDSPEC_GIT_SHA", raising=False)
+    here = git_info(REPO)
+    assert here["sha"] is None or len(here["sha"]) == 40
+    monkeypatch.setenv("VIDSPEC_GIT_SHA", "abc1234")
+    assert git_info(REPO) == {"sha": "abc1234", "dirty": None, "source": "VIDSPEC_GIT_SHA"}

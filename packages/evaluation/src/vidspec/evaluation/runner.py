@@ -263,7 +263,15 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
 
 
 def git_info(cwd: str | Path | None = None) -> dict[str, Any]:
-    """The checkout's commit and whether it has uncommitted changes (None outside a checkout)."""
+    """The checkout's commit and whether it has uncommitted changes (None outside a checkout).
+
+    A commit given in ``VIDSPEC_GIT_SHA`` wins: a machine that receives a copy of the working tree
+    (the GPU machine) may carry an older ``.git`` than the code that runs.
+    """
+    given = os.environ.get("VIDSPEC_GIT_SHA")
+    if given:
+        return {"sha": given, "dirty": None, "source": "VIDSPEC_GIT_SHA"}
+
     def run(*args: str) -> str | None:
         try:
             return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10,
