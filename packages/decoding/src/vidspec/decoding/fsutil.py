@@ -1,11 +1,17 @@
-"""Small filesystem helpers shared by the packages that write folders (releases, datasets)."""
+"""Small filesystem helpers shared by the packages that write folders (releases, datasets, caches)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
 import shutil
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def replace_dir(tmp: Path, out: Path) -> None:
@@ -21,3 +27,55 @@ def replace_dir(tmp: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, out)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path to write ``path`` through: on a clean exit the file becomes ``path``, durably.
+
+    The temporary is ``.<name>.<8 hex>`` beside ``path``. When the block ends (the caller has
+    closed the file by then) it is fsynced, renamed over ``path`` with ``os.replace`` and the
+    folder is fsynced, so a reader, or a rerun after a kill or a power loss, finds either no file
+    or the whole file under ``path``. If the block raises (Ctrl-C included) the temporary file is
+    removed; a SIGKILL leaves it behind, for :func:`remove_temps` on the next run.
+
+    Example::
+
+        with atomic_path(out / "shard-00000.jsonl") as tmp, open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        _fsync(tmp, os.O_RDWR)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    # Make the rename itself durable; not every platform can open (or fsync) a directory.
+    with contextlib.suppress(OSError):
+        _fsync(path.parent, os.O_RDONLY)
+
+
+def _fsync(path: Path, flags: int) -> None:
+    # fsync flushes the file's (inode's) dirty data whichever descriptor wrote it, so the caller
+    # may write with any library (json, safetensors) and close before this runs.
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_temps(folder: Path, pattern: re.Pattern[str]) -> None:
+    """Delete the files in ``folder`` whose whole name matches ``pattern``.
+
+    Meant for the temporaries :func:`atomic_path` names ``.<name>.<8 hex>`` that a killed run left:
+    give a pattern that matches only the writer's own names (e.g.
+    ``\\.(?:config\\.json|shard-\\d{5,}\\.jsonl)\\.[0-9a-f]{8}``), never anything else a user may keep there.
+    """
+    for p in folder.iterdir():
+        if pattern.fullmatch(p.name) and p.is_file():
+            log.info("removing %s, left by an interrupted run", p)
+            p.unlink()

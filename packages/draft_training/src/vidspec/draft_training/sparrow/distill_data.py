@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import uuid
 from pathlib import Path
 
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.fsutil import atomic_path, remove_temps
 
 log = logging.getLogger(__name__)
 
@@ -41,41 +40,19 @@ _TEMP = re.compile(r"\.(?:shard-\d{5,}\.jsonl|config\.json|distill\.json)\.[0-9a
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a synced temporary file beside it and an atomic rename.
+    """Write ``text`` to ``path`` whole or not at all, even across a kill or a power loss.
 
-    A reader (or a rerun after a crash) sees either no file or the whole file under ``path``;
-    a kill mid-write leaves only the temporary ``.<name>.<8 hex>``, which :func:`_remove_temps`
-    deletes.
+    Through :func:`~vidspec.decoding.fsutil.atomic_path`: a synced temporary ``.<name>.<8 hex>``
+    beside it and an atomic rename; a kill mid-write leaves only the temporary, which
+    :func:`_remove_temps` deletes.
     """
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    # Make the rename itself durable; not every platform can open a directory.
-    try:
-        fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _remove_temps(folder: Path) -> None:
     """Delete the temporary files a killed run of this command left in ``folder``."""
-    for p in folder.iterdir():
-        if _TEMP.fullmatch(p.name) and p.is_file():
-            log.info("removing %s, left by an interrupted run", p)
-            p.unlink()
+    remove_temps(folder, _TEMP)
 
 
 def _read_shard(shard: Path, rows: int) -> list[dict] | None:

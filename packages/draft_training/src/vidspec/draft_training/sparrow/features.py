@@ -8,8 +8,15 @@ embedding table and LM head are still loaded).
 
 Layout: ``DIR/features.json`` (target id and fingerprint, IVSB layer) and one
 ``DIR/<key>.safetensors`` per example, where ``key`` hashes the example's token ids and pixels,
-so the cache is independent of batch composition and order. Writing is resumable: existing
-files are skipped, and each file is written beside and renamed.
+so the cache is independent of batch composition and order.
+
+Resumable and crash-safe: each file is written to ``.<name>.<8 hex>`` beside it, synced and
+renamed, so a file under its final name is whole even after a kill or a power loss. While a run
+is under way the target's identity is in ``features.partial.json`` and ``features.json`` is
+absent; ``features.json`` is written last and marks a finished cache (training refuses a folder
+without it). A rerun removes leftover temporary files of this command, checks the identity,
+skips the examples whose file is whole (rewriting any that is not a readable safetensors file of
+the expected shapes) and writes ``features.json`` again.
 
 Usage::
 
@@ -24,17 +31,27 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import uuid
+import logging
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.fsutil import atomic_path, remove_temps
 from vidspec.decoding.sparrow import target_fingerprint
 
+log = logging.getLogger(__name__)
+
 MANIFEST = "features.json"
+# The target's identity while a run is under way (features.json, the finished marker, is absent).
+PARTIAL = "features.partial.json"
+_ENTRY = ("penult", "mid", "last", "positions")
+# Temporary files of this command, and only those: atomic_path's ".<name>.<8 hex>" for an entry or
+# the two JSON files, and ".<key>.<8 hex>.tmp" of the writer before it (left forever by a kill).
+_TEMP = re.compile(r"\.(?:[0-9a-f]{40}\.safetensors|features(?:\.partial)?\.json)\.[0-9a-f]{8}"
+                   r"|\.[0-9a-f]{40}\.[0-9a-f]{8}\.tmp")
 
 
 def sample_keys(batch: dict[str, Any]) -> list[str]:
@@ -60,6 +77,43 @@ def sample_keys(batch: dict[str, Any]) -> list[str]:
     return keys
 
 
+def _write_json(path: Path, obj: dict) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+
+
+def _check_identity(path: Path, man: dict) -> None:
+    """Refuse a cache folder whose ``path`` (features.json or the partial file) names another target."""
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ConfigError(f"{path} is unreadable, so the target of the features in {path.parent} is unknown; "
+                          "choose another folder") from None
+    if old.get("target_fingerprint") != man["target_fingerprint"] or old.get("ivsb_layer") != man["ivsb_layer"]:
+        raise ConfigError(f"{path.parent} holds features of another target or IVSB layer; choose another folder")
+
+
+def _is_whole(path: Path, n: int) -> bool:
+    """Whether ``path`` is a finished entry of ``n`` tokens: a readable safetensors file, expected shapes."""
+    from safetensors import SafetensorError, safe_open
+
+    if not path.is_file():
+        return False
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            shapes = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
+    except (SafetensorError, OSError):
+        shapes = {}
+    ok = (set(shapes) == set(_ENTRY) and len(shapes["positions"]) == 2 and shapes["positions"][1] == n
+          and all(len(shapes[k]) == 2 and shapes[k][0] == n and shapes[k][1] == shapes["penult"][1]
+                  for k in ("penult", "mid", "last")))
+    if not ok:
+        log.warning("%s is not a whole feature file of %d tokens; computing it again", path, n)
+    return ok
+
+
 @torch.no_grad()
 def precompute_features(module, batches, out_dir: str | Path, progress: bool = True) -> int:
     """Write the target features of every example in ``batches`` to ``out_dir``.
@@ -79,18 +133,21 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    remove_temps(out, _TEMP)
     man = {"target_id": module.hparams["target"], "target_fingerprint": target_fingerprint(module.target),
            "ivsb_layer": module.ivsb_layer}
-    if (out / MANIFEST).is_file():
-        old = json.loads((out / MANIFEST).read_text())
-        if old.get("target_fingerprint") != man["target_fingerprint"] or old.get("ivsb_layer") != man["ivsb_layer"]:
-            raise ConfigError(f"{out} holds features of another target or IVSB layer; choose another folder")
-    (out / MANIFEST).write_text(json.dumps(man, indent=2) + "\n")
+    _check_identity(out / MANIFEST, man)
+    _check_identity(out / PARTIAL, man)
+    # The identity goes to the partial file before the finished marker goes, so the folder always
+    # names its target; the marker is absent until every example of this run is on disk.
+    _write_json(out / PARTIAL, man)
+    (out / MANIFEST).unlink(missing_ok=True)
     module._ensure_target_device()
     written = 0
     for batch in tqdm(batches, desc="features", disable=not progress):
         keys = sample_keys(batch)
-        todo = [b for b, k in enumerate(keys) if not (out / f"{k}.safetensors").is_file()]
+        lengths = batch["attention_mask"].sum(-1).tolist()
+        todo = [b for b, k in enumerate(keys) if not _is_whole(out / f"{k}.safetensors", int(lengths[b]))]
         if not todo:
             continue
         dev = module.target.device
@@ -104,10 +161,11 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
                 "last": feats["last"][b, :n].to(torch.bfloat16).cpu().contiguous(),
                 "positions": feats["positions"][:, b, :n].cpu().contiguous(),
             }
-            tmp = out / f".{keys[b]}.{uuid.uuid4().hex[:8]}.tmp"
-            save_file(tensors, str(tmp))
-            os.replace(tmp, out / f"{keys[b]}.safetensors")
+            with atomic_path(out / f"{keys[b]}.safetensors") as tmp:
+                save_file(tensors, str(tmp))
             written += 1
+    _write_json(out / MANIFEST, man)
+    (out / PARTIAL).unlink()
     return written
 
 
@@ -121,6 +179,9 @@ class FeatureCache:
     def __init__(self, path: str | Path, target):
         self.path = Path(path)
         if not (self.path / MANIFEST).is_file():
+            if (self.path / PARTIAL).is_file():
+                raise ConfigError(f"{path} is an unfinished Sparrow feature cache (no {MANIFEST}); rerun "
+                                  "vidspec sparrow-features with the same options to finish it")
             raise ConfigError(f"{path} is not a Sparrow feature cache (no {MANIFEST})")
         man = json.loads((self.path / MANIFEST).read_text())
         if man.get("target_fingerprint") != target_fingerprint(target):
