@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from vidspec.decoding.engine import SpeculativeDecoder
-from vidspec.decoding.fast.sparrow import FastSparrowDrafter, _Graph
+from vidspec.decoding.fast.sparrow import FastSparrowDrafter
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
+from vidspec.decoding.testing import emulated_graph_drafter_class, text_positions
 from vidspec.decoding.testing import random_clip as make_clip
-from vidspec.decoding.testing import text_positions
 from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
@@ -59,20 +59,6 @@ def lockstep(target, request, drafters, k: int = 4, rounds: int = len(ACCEPT), a
     return seen
 
 
-class _ReplayByRerun:
-    """A stand-in CUDA graph on CPU: replay reruns the chain and writes the static output buffers."""
-
-    def __init__(self, drafter, key, out):
-        self.drafter, self.key, self.out = drafter, key, out
-        self.replays = 0
-
-    def replay(self) -> None:
-        new = self.drafter._chain(*self.key)
-        for a, b in ((self.out.hidden, new.hidden), (self.out.logits, new.logits), (self.out.argmax, new.argmax)):
-            a.copy_(b)
-        self.replays += 1
-
-
 class BucketedDrafter(FastSparrowDrafter):
     """Eager steps that read the cache up to a bucket boundary, as graph steps do."""
 
@@ -82,19 +68,7 @@ class BucketedDrafter(FastSparrowDrafter):
         return e
 
 
-class EmulatedGraphDrafter(FastSparrowDrafter):
-    """The graph path of FastSparrowDrafter on CPU (everything but torch.cuda.graph itself)."""
-
-    def _engine(self):
-        e = super()._engine()
-        self._use_graphs = self._bucketed = True
-        return e
-
-    def _record(self, key):
-        snap = self._snapshot()
-        out = self._chain(*key)  # a real capture does not execute: undo the chaining writes
-        self._restore(snap)
-        return _Graph(_ReplayByRerun(self, key, out), out)
+EmulatedGraphDrafter = emulated_graph_drafter_class()
 
 
 # ---- parity with SparrowDrafter --------------------------------------------------------------------

@@ -7,40 +7,15 @@ import pytest
 
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast import FastStrictVerifier, FastTarget
-from vidspec.decoding.fast.sparrow import FastSparrowDrafter, _Graph
 from vidspec.decoding.models import load_target
 from vidspec.decoding.sparrow import new_sparrow_for
+from vidspec.decoding.testing import emulated_graph_drafter_class
 from vidspec.decoding.types import Request, VideoClip
 from vidspec.evaluation.records import read_jsonl, summarize
 from vidspec.evaluation.runner import EvalConfig, capture_fast_graphs, run_eval
 from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
 
-
-class _ReplayByRerun:
-    """A stand-in CUDA graph on CPU: replay reruns the step and writes the static output buffers."""
-
-    def __init__(self, drafter, t: int, lb: int, out):
-        self.drafter, self.t, self.lb, self.out = drafter, t, lb, out
-
-    def replay(self) -> None:
-        new = self.drafter._body(self.t, self.lb)
-        for a, b in ((self.out.hidden, new.hidden), (self.out.logits, new.logits), (self.out.argmax, new.argmax)):
-            a.copy_(b)
-
-
-class EmulatedGraphDrafter(FastSparrowDrafter):
-    """FastSparrowDrafter's graph path on CPU (everything but torch.cuda.graph itself)."""
-
-    def _engine(self):
-        e = super()._engine()
-        self._use_graphs = self._bucketed = True
-        return e
-
-    def _record(self, t, lb):
-        snap = self._snapshot()
-        out = self._body(t, lb)
-        self._restore(snap)
-        return _Graph(_ReplayByRerun(self, t, lb, out), out)
+EmulatedGraphDrafter = emulated_graph_drafter_class()
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +40,8 @@ def test_warmup_capture_leaves_no_graph_for_the_timed_decodes():
     n = capture_fast_graphs(dec, 40)
     assert n > 0 and drafter.graph_captures == warm + n
     assert capture_fast_graphs(dec, 40) == 0  # all there already
-    assert {t for t, _ in drafter._eng.graphs} == {1, 2, 3, 4, 5}
+    assert {t for t, _, _ in drafter._eng.graphs} == {1, 2, 3, 4, 5}
+    assert {k for _, k, _ in drafter._eng.graphs} == {1, 2, 3, 4}  # chains of k drafts, fewer near the budget
     res = dec.generate(req, max_new_tokens=40)
     assert res.token_ids == ar.token_ids
     assert drafter.graph_captures == warm + n, "a graph was captured inside the timed decode"

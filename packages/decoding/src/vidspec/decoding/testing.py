@@ -182,3 +182,42 @@ def text_positions(target, request: Request) -> int:
     """Prompt positions of ``request`` that are not visual placeholders."""
     ids, _ = target.build_prompt(request)
     return int((ids != target.video_token_id).sum())
+
+
+# ---- FastSparrowDrafter's graph path, emulated on CPU ---------------------------------------------------
+class _ReplayByRerun:
+    """A stand-in CUDA graph on CPU: replay reruns the captured chain and writes its static output buffers."""
+
+    def __init__(self, drafter, key: tuple[int, int, int], out):
+        self.drafter, self.key, self.out = drafter, key, out
+        self.replays = 0
+
+    def replay(self) -> None:
+        new = self.drafter._chain(*self.key)
+        for a, b in ((self.out.hidden, new.hidden), (self.out.logits, new.logits), (self.out.argmax, new.argmax)):
+            a.copy_(b)
+        self.replays += 1
+
+
+def emulated_graph_drafter_class():
+    """A :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` subclass running its graph path on CPU.
+
+    Everything but ``torch.cuda.graph`` itself: bucketed attention, capture-time warm-ups and
+    restores, one "graph" per ``(T, k, bucket)`` chain whose replay reruns the chain into the static
+    output buffers. (A function, so importing this module does not import the fast path.)
+    """
+    from vidspec.decoding.fast.sparrow import FastSparrowDrafter, _Graph
+
+    class EmulatedGraphDrafter(FastSparrowDrafter):
+        def _engine(self):
+            e = super()._engine()
+            self._use_graphs = self._bucketed = True
+            return e
+
+        def _record(self, key):
+            snap = self._snapshot()
+            out = self._chain(*key)  # a real capture does not execute: undo the chaining writes
+            self._restore(snap)
+            return _Graph(_ReplayByRerun(self, key, out), out)
+
+    return EmulatedGraphDrafter
