@@ -174,8 +174,9 @@ def run(args) -> dict:
             L = int(state.prompt_ids.shape[0])
             flm = FastLM(model.model.language_model, model.lm_head, max_len=L + 512,
                          hidden_layers={"penult": args.layers - 1}, graphs=dev.type == "cuda")
-            rp = Replay(flm, Glue(flm, dev), FastSparrowDrafter(draft, max_len=args.text + 512), target, state,
-                        args.k, dev, dtype)
+            drafter = FastSparrowDrafter(draft, max_len=args.text + 512,
+                                         head_ids=sds.draft_vocabulary(cfg.vocab_size, args.draft_vocab))
+            rp = Replay(flm, Glue(flm, dev), drafter, target, state, args.k, dev, dtype)
             rp.warmup([sched[m][0] for m in args.methods])
             for m in args.methods:
                 ar_s, sp_s, toks, rounds = [], [], 0, 0
@@ -187,7 +188,7 @@ def run(args) -> dict:
                         ar_s.append(a / emitted)
                     toks += sum(ns) + len(ns)
                     rounds += len(ns)
-                row = {"family": family, "method": m, "visual_tokens": n_vis, "prompt_tokens": L, "k": args.k,
+                row = {"family": family, "method": m, "draft_vocab": args.draft_vocab or cfg.vocab_size, "visual_tokens": n_vis, "prompt_tokens": L, "k": args.k,
                        "samples": len(sched[m]), "tau": toks / rounds,
                        "ar_ms_per_token": 1e3 * statistics.median(ar_s),
                        "method_ms_per_token": 1e3 * statistics.median(sp_s)}
@@ -218,6 +219,8 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=4, help="draft tokens per round (the recorded run's K)")
     ap.add_argument("--samples", type=int, default=20, help="recorded samples to replay per method")
     ap.add_argument("--reps", type=int, default=1, help="timed repetitions per sample")
+    ap.add_argument("--draft-vocab", type=int, default=0,
+                    help="reduced draft head of this many token ids (costs only; 0 = the full vocabulary)")
     args = ap.parse_args(argv)
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else ("cpu" if args.smoke else None)

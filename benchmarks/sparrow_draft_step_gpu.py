@@ -203,6 +203,13 @@ class Case:
         return 1e3 * statistics.median(self.times)
 
 
+def draft_vocabulary(vocab: int, n: int | None) -> torch.Tensor | None:
+    """``n`` token ids for a reduced draft head (a fixed random set: costs only), or None for all."""
+    if not n or n >= vocab:
+        return None
+    return torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[:n]
+
+
 def run(args) -> dict:
     from vidspec.decoding.fast.sparrow import FastSparrowDrafter
     from vidspec.decoding.sparrow import SparrowConfig, SparrowDrafter, SparrowDraftModel
@@ -220,16 +227,17 @@ def run(args) -> dict:
             draft = SparrowDraftModel(cfg)
         draft.bind(model, init_norm=True)
         draft.to(device=dev, dtype=dtype)
+        head_ids = draft_vocabulary(cfg.vocab_size, args.draft_vocab)
         for n_vis in args.visual:
             state = make_state(target, args.text, n_vis, seed=n_vis)
             for pending in sorted({1, args.k + 1}):
-                eager = Case(SparrowDrafter(draft), target, state, args.k, pending)
-                fast = Case(FastSparrowDrafter(draft, max_len=args.max_len, graphs=not args.no_graphs), target,
-                            state, args.k, pending)
+                eager = Case(SparrowDrafter(draft, head_ids=head_ids), target, state, args.k, pending)
+                fast = Case(FastSparrowDrafter(draft, max_len=args.max_len, graphs=not args.no_graphs,
+                                               head_ids=head_ids), target, state, args.k, pending)
                 for i in range(args.warmup + args.reps):  # interleaved: load drift hits both alike
                     for c in (eager, fast):
                         c.round(record=i >= args.warmup)
-                row = {"family": family, "visual_tokens": n_vis, "prompt_tokens": int(state.prompt_ids.shape[0]),
+                row = {"family": family, "draft_vocab": args.draft_vocab or cfg.vocab_size, "visual_tokens": n_vis, "prompt_tokens": int(state.prompt_ids.shape[0]),
                        "draft_cache_entries": fast.base + pending + args.k - 1, "pending": pending, "k": args.k,
                        "eager_ms_per_round": eager.ms(), "fast_ms_per_round": fast.ms(),
                        "eager_ms_per_step": eager.ms() / args.k, "fast_ms_per_step": fast.ms() / args.k,
@@ -271,6 +279,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--max-len", type=int, default=8192, help="FastSparrowDrafter cache capacity (text positions)")
     ap.add_argument("--no-graphs", action="store_true", help="FastSparrowDrafter without CUDA graphs")
+    ap.add_argument("--draft-vocab", type=int, default=0,
+                    help="reduced draft head of this many token ids (EAGLE-3 style; 0 = the full vocabulary)")
     args = ap.parse_args(argv)
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else ("cpu" if args.smoke else None)

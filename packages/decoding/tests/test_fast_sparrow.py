@@ -313,6 +313,71 @@ def test_benchmark_smoke(tmp_path):
     assert len({r["draft_cache_entries"] for r in rows if r["pending"] == 1}) == 1
 
 
+# ---- draft vocabulary (head_ids) -------------------------------------------------------------------------
+def _subset(target, n: int, seed: int = 0) -> torch.Tensor:
+    vocab = target.model.lm_head.out_features
+    return torch.randperm(vocab, generator=torch.Generator().manual_seed(seed))[:n]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_full_draft_vocabulary_in_any_order_changes_nothing(tiny, clip, name):
+    target = tiny(name)
+    model = new_sparrow_for(target)
+    perm = _subset(target, target.model.lm_head.out_features)
+    lockstep(target, Request("Describe the video.", clip),
+             [SparrowDrafter(model), SparrowDrafter(model, head_ids=perm), FastSparrowDrafter(model, head_ids=perm)])
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_draft_vocabulary_proposes_only_its_tokens_on_every_path(tiny, clip, name):
+    target = tiny(name)
+    model = new_sparrow_for(target)
+    sub = _subset(target, 40)
+    drafters = [SparrowDrafter(model, head_ids=sub), FastSparrowDrafter(model, head_ids=sub),
+                EmulatedGraphDrafter(model, max_len=128, bucket=16, head_ids=sub)]
+    seen = lockstep(target, Request("Describe the video.", clip), drafters)
+    allowed = set(sub.tolist())
+    assert all(t in allowed for toks in seen for t in toks)
+    full = lockstep(target, Request("Describe the video.", clip), [SparrowDrafter(model)])
+    assert seen != full  # 40 of the vocabulary: the draft's favourite tokens are often outside
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_draft_vocabulary_stays_lossless(tiny, clip, fast):
+    target = tiny("tiny-qwen2.5-vl")
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=24)
+    cls = FastSparrowDrafter if fast else SparrowDrafter
+    drafter = cls(new_sparrow_for(target), head_ids=_subset(target, 64))
+    sd = SpeculativeDecoder(target, drafter, StrictVerifier(), k=4, method="sparrow").generate(req, max_new_tokens=24)
+    assert sd.token_ids == ar.token_ids
+
+
+def test_sampled_drafts_report_full_vocabulary_distributions(tiny, clip):
+    target = tiny("tiny-llava-ov")
+    sub = _subset(target, 50)
+    d = SparrowDrafter(new_sparrow_for(target), temperature=1.0, generator=torch.Generator().manual_seed(0),
+                       head_ids=sub)
+    state = target.prefill(Request("Describe the video.", clip), NEED)
+    d.begin(target, state, int(state.first_logits.argmax()))
+    prop = d.propose(3)
+    vocab = target.model.lm_head.out_features
+    assert prop.probs.shape == (3, vocab)
+    assert torch.allclose(prop.probs.sum(-1), torch.ones(3))
+    outside = torch.ones(vocab, dtype=torch.bool)
+    outside[sub] = False
+    assert float(prop.probs[:, outside].abs().sum()) == 0.0
+    assert all(float(prop.probs[i, t]) > 0 for i, t in enumerate(prop.tokens))
+
+
+def test_bad_draft_vocabulary_is_one_clear_error(tiny):
+    model = new_sparrow_for(tiny("tiny-llava-ov"))
+    vocab = model.config.vocab_size
+    for bad, msg in (([], "empty"), ([0, vocab], "token ids in"), ([-1, 3], "token ids in"), ([5, 5], "repeated")):
+        with pytest.raises(ValueError, match=msg):
+            SparrowDrafter(model, head_ids=bad)
+
+
 RECORDS = REPO / "benchmarks" / "results" / "gpu_session3" / "eval-rel-fast" / "records.jsonl"
 
 
@@ -392,6 +457,20 @@ def test_cuda_kernel_path_proposals_match_eager_fp32(cuda_tiny_fp32, clip, name,
     if graphs:
         # rounds: one graph per pending length with k = 5; the prompt feed: single steps (k = 1)
         assert {k for _, k, _ in fast._eng.graphs} == {1, 5} and all(lb == 0 for _, _, lb in fast._eng.graphs)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_kernel_path_with_a_draft_vocabulary_matches_eager_fp32(cuda_tiny_fp32, clip, name):
+    target = cuda_tiny_fp32(name)
+    model = new_sparrow_for(target)
+    sub = _subset(target, 40)
+    ref = SparrowDrafter(model, head_ids=sub)
+    fast = FastSparrowDrafter(model, kernels=True, compile=False, head_ids=sub)
+    seen = lockstep(target, Request("Describe the video.", clip), [ref, fast], k=5)
+    assert fast.kernels and fast.graphs
+    assert all(t in set(sub.tolist()) for toks in seen for t in toks)
 
 
 @pytest.mark.gpu

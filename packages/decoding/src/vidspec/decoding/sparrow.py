@@ -50,6 +50,7 @@ import copy
 import hashlib
 import importlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -192,6 +193,19 @@ class _Shared:
     lm_head: nn.Module
     final_norm: nn.Module
     owner: int = 0  # id() of the HF module they came from
+
+
+def check_head_ids(head_ids: Sequence[int] | torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """A draft vocabulary as an ``(V',) int64`` CPU tensor, or a ValueError naming what is wrong."""
+    ids = torch.as_tensor(head_ids, dtype=torch.long).flatten().cpu()
+    if ids.numel() == 0:
+        raise ValueError("head_ids is empty: give the target token ids the draft may propose (or None for all)")
+    if int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+        raise ValueError(f"head_ids must be token ids in [0, {vocab_size}), got ids from {int(ids.min())} "
+                         f"to {int(ids.max())}")
+    if torch.unique(ids).numel() != ids.numel():
+        raise ValueError("head_ids has repeated token ids")
+    return ids
 
 
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -470,13 +484,23 @@ class SparrowDrafter:
         top_p: nucleus mass when sampling (SpeculativeDecoder sets it to each request's top_p, likewise).
         generator: RNG for sampled drafts (SpeculativeDecoder shares the request's seeded RNG, likewise).
         allow_target_mismatch: skip the fingerprint check in ``begin``.
+        head_ids: a *draft vocabulary* (EAGLE-3's reduced head, applied at inference): the target
+            token ids the draft may propose. Its head then scores only these rows of the target's
+            LM head (a copy of them, made once per target), which is what the draft step's cost is
+            dominated by at 7B widths (a 152k-row head reads 1.09 GB per step); proposals are the
+            best token *within* the set, so choose the tokens that matter (e.g. the most frequent
+            in the data). None: the whole vocabulary. Verification is unchanged, so outputs stay
+            lossless; only acceptance can drop.
     """
 
     need: frozenset[str] = frozenset({"penult"})
 
     def __init__(self, model: SparrowDraftModel, temperature: float = 0.0, top_p: float = 1.0,
-                 generator: torch.Generator | None = None, allow_target_mismatch: bool = False):
+                 generator: torch.Generator | None = None, allow_target_mismatch: bool = False,
+                 head_ids: Sequence[int] | torch.Tensor | None = None):
         self.model = model.eval()
+        self.head_ids = None if head_ids is None else check_head_ids(head_ids, model.config.vocab_size)
+        self._sub_head: tuple | None = None  # (key, weight rows, bias rows, ids on device)
         self.temperature = temperature
         self.top_p = top_p
         self.generator = generator
@@ -597,9 +621,43 @@ class SparrowDrafter:
         return h[-1]
 
     def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None]:
+        """The next draft token from the head's logits (over the draft vocabulary when there is one).
+
+        A sampled token's distribution is returned over the whole vocabulary (zero outside the
+        draft vocabulary), as strict rejection sampling needs q.
+        """
         from vidspec.decoding.verifiers.strict import draft_choice
 
-        return draft_choice(logits, self.temperature, self.top_p, self.generator)
+        tok, dist = draft_choice(logits, self.temperature, self.top_p, self.generator)
+        if self.head_ids is None:
+            return tok, dist
+        if dist is not None:
+            full = dist.new_zeros(self.model.config.vocab_size)
+            dist = full.index_copy_(0, self.head_ids.to(dist.device), dist)
+        return int(self.head_ids[tok]), dist
+
+    def _head(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """The draft vocabulary's rows of the target's LM head ``(V', d)``, their bias, and the ids on device.
+
+        Copied once per target head (rebuilt if the head moves or changes dtype).
+        """
+        head = self.model.shared.lm_head
+        w = head.weight
+        key = (w.data_ptr(), w.device, w.dtype)
+        if self._sub_head is None or self._sub_head[0] != key:
+            ids = self.head_ids.to(w.device)
+            bias = head.bias[ids].contiguous() if head.bias is not None else None
+            self._sub_head = (key, w[ids].contiguous(), bias, ids)
+        return self._sub_head[1], self._sub_head[2], self._sub_head[3]
+
+    def _logits(self, h: torch.Tensor) -> torch.Tensor:
+        """``(..., d)`` ĥ -> logits over the draft vocabulary (the whole one without ``head_ids``)."""
+        if self.head_ids is None:
+            return self.model.logits(h)
+        m = self.model
+        norm = m.norm if m.norm is not None else m.shared.final_norm
+        w, b, _ = self._head()
+        return torch.nn.functional.linear(norm(h), w, b)
 
     @torch.inference_mode()
     def propose(self, k: int) -> Proposal:
@@ -614,7 +672,7 @@ class SparrowDrafter:
         assert h is not None, "a round always starts with at least x_last pending"
         tokens, dists = [], []
         for i in range(k):
-            tok, dist = self._choose(self.model.logits(h).float())
+            tok, dist = self._choose(self._logits(h).float())
             tokens.append(tok)
             if dist is not None:
                 dists.append(dist)

@@ -152,12 +152,17 @@ def _kernel_step_in(ids, hid, pos3, embed, fc_w, fc_b, inv_freq, scaling, sectio
     return z, qkv, cos, sin
 
 
-def _kernel_step_out(x, a, wo, bo, post_norm, post_eps, wgu, wd, head_norm, head_eps, head_w, head_b):
-    """Output projection, MLP, head norm, LM head and argmax of the last token: ``(ĥ, logits, argmax)``."""
+def _kernel_step_out(x, a, wo, bo, post_norm, post_eps, wgu, wd, head_norm, head_eps, head_w, head_b, head_ids=None):
+    """Output projection, MLP, head norm, LM head and argmax of the last token: ``(ĥ, logits, argmax)``.
+
+    With ``head_ids`` (a draft vocabulary) the head has those rows only and the argmax is mapped
+    back to target token ids.
+    """
     x, delta = _post_fused(x, a, wo, bo, post_norm, post_eps, wgu, wd)
     h = x + delta
     logits = F.linear(rms_norm(h[-1:], head_norm, head_eps), head_w, head_b).float()
-    return h, logits, argmax_rows(logits)
+    am = argmax_rows(logits)
+    return h, logits, (am if head_ids is None else head_ids[am])
 
 
 class _Graph:
@@ -200,9 +205,9 @@ class FastSparrowDrafter(SparrowDrafter):
                  generator: torch.Generator | None = None, allow_target_mismatch: bool = False, *,
                  max_len: int = 8192, graphs: bool = True, bucket: int = 256, max_step: int = 16,
                  max_draft: int = 64, prefill_chunk: int = 4096, kernels: bool | None = None,
-                 compile: bool | None = None):
+                 compile: bool | None = None, head_ids=None):
         super().__init__(model, temperature=temperature, top_p=top_p, generator=generator,
-                         allow_target_mismatch=allow_target_mismatch)
+                         allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
         if max_len < 2 or bucket < 1 or max_step < 1 or max_draft < 1 or prefill_chunk < 1:
             raise ValueError("max_len, bucket, max_step, max_draft and prefill_chunk must be positive")
         self.max_len = int(max_len)
@@ -302,7 +307,11 @@ class FastSparrowDrafter(SparrowDrafter):
         norm = m.norm if m.norm is not None else sh.final_norm
         head_eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
         lw = e.lw
-        embed, fc_w, fc_b, head_norm, head = sh.embed.weight, m.fc.weight, m.fc.bias, norm.weight, sh.lm_head
+        embed, fc_w, fc_b, head_norm = sh.embed.weight, m.fc.weight, m.fc.bias, norm.weight
+        if self.head_ids is None:
+            head_w, head_b, head_ids = sh.lm_head.weight, sh.lm_head.bias, None
+        else:
+            head_w, head_b, head_ids = self._head()
 
         def step_in(ids, hid, pos3):
             return _kernel_step_in(ids, hid, pos3, embed, fc_w, fc_b, e.inv_freq, e.rope_scaling, e.sections, e.dtype,
@@ -310,7 +319,7 @@ class FastSparrowDrafter(SparrowDrafter):
 
         def step_out(x, a):
             return _kernel_step_out(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu, lw.wd, head_norm, head_eps,
-                                    head.weight, head.bias)
+                                    head_w, head_b, head_ids)
         compile_ = self.want_compile if self.want_compile is not None else True
         if compile_ and e.device.type == "cuda":
             raise_recompile_limit()
@@ -379,8 +388,10 @@ class FastSparrowDrafter(SparrowDrafter):
         rep = e.hq // e.hkv
         mask_rep = mask[None].expand(rep, t, lb).reshape(rep * t, lb)
         h = self._layer(z, pos3, slots, lb, mask_rep)
-        logits = m.logits(h[-1:]).float()
+        logits = self._logits(h[-1:]).float()
         am = logits.argmax(-1)
+        if self.head_ids is not None:
+            am = self._head()[2][am]  # draft-vocabulary row -> target token id
         self._chain_next(t, h, am)
         return _StepOut(h, logits, am)
 
