@@ -79,6 +79,7 @@ def generate(
     probe: str | None = None,
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
+    draft_vocab: int | None = None,
     json_output: bool = False,
 ) -> int:
     """Generate text for one video with the chosen speculative decoding method.
@@ -113,6 +114,8 @@ def generate(
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
+        draft_vocab: Sparrow methods: draft only the release's N most frequent tokens (a reduced head;
+            the release needs a draft_vocab.json from 'vidspec sparrow-vocab').
         json_output: print one JSON object instead of streaming text (also --json).
     """
     if method not in METHODS:
@@ -138,11 +141,18 @@ def generate(
         draft = sparrow or draft
         if draft is None:
             raise ConfigError(f"method {method} needs --sparrow DIR (a Sparrow draft release)")
+        if draft_vocab is not None:  # checked before any model loads
+            from vidspec.decoding.sparrow import load_draft_vocab
+
+            load_draft_vocab(draft, draft_vocab)
+    elif draft_vocab is not None:
+        raise ConfigError(f"--draft-vocab applies to the Sparrow methods, not to {method}")
     loose = dict(lam=lam, top_n=top_n, predicate=predicate, pst_window=pst_window, protect=protect, **relevance)
     decoder = build_decoder(
         method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
         relevance_layer=relevance_layer, temperature=temperature, loose=loose,
         allow_target_mismatch=allow_target_mismatch, engine=engine, fast_options={"max_len": fast_max_len},
+        draft_vocab=draft_vocab,
     )
     t0 = time.perf_counter()
     clip = decoder.target.read_video(video)

@@ -160,6 +160,7 @@ def build_decoder(
     allow_target_mismatch: bool = False,
     engine: str = "eager",
     fast_options: dict[str, Any] | None = None,
+    draft_vocab: int | None = None,
 ) -> SpeculativeDecoder:
     """Load models (or take loaded adapters) and assemble the decoder for ``method``.
 
@@ -171,6 +172,8 @@ def build_decoder(
             docstring). A FastTarget passed as ``target``/``draft`` is used as is on both engines.
         fast_options: :class:`~vidspec.decoding.fast.FastTarget` keyword arguments for the wrappers
             this call makes (``max_len`` defaults to :data:`DEFAULT_FAST_MAX_LEN`).
+        draft_vocab: Sparrow methods: draft only the release's ``draft_vocab`` most frequent tokens
+            (its ``draft_vocab.json``; a reduced head, see ``SparrowDrafter(head_ids=...)``).
 
     Raises:
         ConfigError: unknown method or engine, missing draft, bad K, a FastTarget given as both
@@ -195,7 +198,10 @@ def build_decoder(
     if k < 1:
         raise ConfigError(f"--k must be >= 1 for method {method}, got {k}")
     if method in SPARROW_METHODS:
-        return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine)
+        return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine,
+                                draft_vocab)
+    if draft_vocab:
+        raise ConfigError(f"--draft-vocab applies to the Sparrow methods, not to {method}")
     if draft is None:
         draft = default_draft(tgt.name)
         if draft is None:
@@ -218,18 +224,22 @@ def build_decoder(
 
 
 def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: float,
-                     allow_target_mismatch: bool, engine: str = "eager") -> SpeculativeDecoder:
+                     allow_target_mismatch: bool, engine: str = "eager",
+                     draft_vocab: int | None = None) -> SpeculativeDecoder:
     """Decoder of a Sparrow method: ``draft`` is a release folder, a draft model or a drafter."""
-    from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel
+    from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, load_draft_vocab
 
     cls = sparrow_drafter_class(engine)
     if draft is None:
         raise ConfigError(f"method {method} needs a Sparrow draft release (--sparrow DIR)")
     if isinstance(draft, (SparrowDrafter, cls)):
+        if draft_vocab:
+            raise ConfigError("draft_vocab applies when the Sparrow draft is a release or a model, not a drafter")
         drafter = draft
     elif isinstance(draft, SparrowDraftModel):
-        drafter = cls(draft, temperature=temperature, allow_target_mismatch=allow_target_mismatch)
+        head_ids = load_draft_vocab(draft, draft_vocab) if draft_vocab else None
+        drafter = cls(draft, temperature=temperature, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
     else:
         drafter = cls.from_pretrained(str(draft), tgt, temperature=temperature,
-                                      allow_target_mismatch=allow_target_mismatch)
+                                      allow_target_mismatch=allow_target_mismatch, draft_vocab=draft_vocab)
     return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)

@@ -58,7 +58,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from vidspec.decoding.errors import ModelError
+from vidspec.decoding.errors import ConfigError, ModelError
 from vidspec.decoding.types import Proposal, TargetModel, TargetState, VerifyOutput
 
 FORMAT = "vidspec-sparrow"
@@ -66,6 +66,8 @@ FORMAT_VERSION = 1
 CONFIG_FILE = "config.json"
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_FILE = "model.safetensors"
+#: A release's draft vocabulary: target token ids by descending frequency (``vidspec sparrow-vocab``).
+DRAFT_VOCAB_FILE = "draft_vocab.json"
 
 PositionMode = Literal["target", "reindex"]
 HeadNorm = Literal["own", "target"]
@@ -208,6 +210,33 @@ def check_head_ids(head_ids: Sequence[int] | torch.Tensor, vocab_size: int) -> t
     return ids
 
 
+def load_draft_vocab(release: str | Path | SparrowDraftModel, size: int) -> torch.Tensor:
+    """The ``size`` most frequent token ids of a release's draft vocabulary (``draft_vocab.json``).
+
+    Args:
+        release: a Sparrow release folder, or a draft loaded from one.
+        size: how many ids (the file lists them by descending frequency; fewer if it has fewer).
+
+    Raises:
+        ConfigError: no draft vocabulary in the release, a bad file, or ``size < 1``.
+    """
+    if isinstance(release, SparrowDraftModel):
+        if release.release_dir is None:
+            raise ConfigError("--draft-vocab needs a Sparrow release folder (this draft was not loaded from one)")
+        release = release.release_dir
+    path = Path(release) / DRAFT_VOCAB_FILE
+    if size < 1:
+        raise ConfigError(f"--draft-vocab must be >= 1, got {size}")
+    if not path.is_file():
+        raise ConfigError(f"{release} has no {DRAFT_VOCAB_FILE}: make one with "
+                          f"'vidspec sparrow-vocab --data DATA --target TARGET --out {release}'")
+    try:
+        ids = json.loads(path.read_text())["token_ids"]
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path}: not a draft vocabulary ({type(e).__name__}: {e})") from None
+    return torch.as_tensor(ids[:size], dtype=torch.long)
+
+
 def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``(B, 1, Q, K) bool`` "may attend" to the additive float mask attention kernels take."""
     zero = torch.zeros((), dtype=dtype, device=allowed.device)
@@ -240,6 +269,8 @@ class SparrowDraftModel(nn.Module):
         self._shared: _Shared | None = None
         #: the release's manifest.json (target id and fingerprint), {} for a fresh draft
         self.manifest: dict = {}
+        #: the release folder this draft was loaded from (None for a fresh draft)
+        self.release_dir: Path | None = None
 
     # ---- binding the target's shared modules ----------------------------------------------------
     def bind(self, target_model: nn.Module, init_norm: bool = False) -> None:
@@ -383,6 +414,7 @@ class SparrowDraftModel(nn.Module):
             raise ModelError(f"{path}: weights do not match the config (missing {missing[:3]}, unexpected "
                              f"{unexpected[:3]})")
         model.manifest = manifest
+        model.release_dir = p  # where load_draft_vocab finds the release's draft vocabulary
         model.eval()
         if target is not None:
             check_target(manifest, target, allow_target_mismatch, str(path))
@@ -513,9 +545,15 @@ class SparrowDrafter:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: TargetModel | None = None, *,
-                        allow_target_mismatch: bool = False, **kw) -> SparrowDrafter:
-        """Load a Sparrow release (see :meth:`SparrowDraftModel.from_pretrained`)."""
+                        allow_target_mismatch: bool = False, draft_vocab: int | None = None, **kw) -> SparrowDrafter:
+        """Load a Sparrow release (see :meth:`SparrowDraftModel.from_pretrained`).
+
+        ``draft_vocab``: use the release's ``size`` most frequent tokens as the draft vocabulary
+        (``head_ids``; see :func:`load_draft_vocab`).
+        """
         model = SparrowDraftModel.from_pretrained(path, target=target, allow_target_mismatch=allow_target_mismatch)
+        if draft_vocab:
+            kw["head_ids"] = load_draft_vocab(path, draft_vocab)
         d = cls(model, allow_target_mismatch=allow_target_mismatch, **kw)
         if target is not None:
             d._checked = id(target.model)

@@ -51,6 +51,7 @@ def evaluate(
     probe: str | None = None,
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
+    draft_vocab: int | None = None,
     warmup: bool = True,
     judge: bool = False,
     judge_base_url: str | None = None,
@@ -90,6 +91,8 @@ def evaluate(
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical). Recorded in the run's config; resuming refuses another.
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
+        draft_vocab: Sparrow methods: draft only the release's N most frequent tokens (a reduced head;
+            needs a draft_vocab.json in the --sparrow release, from 'vidspec sparrow-vocab').
         warmup: one untimed decode per method before measuring.
         judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
             OPENAI_API_KEY or the two flags below; the key is read from the environment only).
@@ -111,7 +114,7 @@ def evaluate(
         draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k,
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
         relevance_layer=relevance_layer, predicate=predicate, pst_window=pst_window, protect=protect,
-        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, draft_vocab=draft_vocab, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )
     summary = run_eval(cfg)

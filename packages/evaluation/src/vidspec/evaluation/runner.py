@@ -75,7 +75,8 @@ RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", 
                                "judge_model", "fast_max_len"})
 #: Values of config fields added after runs were recorded without them (resuming such a run is allowed
 #: when the new value is this default).
-ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None}
+ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None,
+                                  "draft_vocab": None}
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class EvalConfig:
     probe: str | None = None
     engine: str = "eager"
     fast_max_len: int = DEFAULT_FAST_MAX_LEN
+    draft_vocab: int | None = None
     warmup: bool = True
     judge: bool = False
     judge_base_url: str | None = None
@@ -181,6 +183,12 @@ class EvalConfig:
         if any(m in SPARROW_METHODS for m in methods) and not self.sparrow:
             raise ConfigError(f"methods {', '.join(m for m in methods if m in SPARROW_METHODS)} need --sparrow DIR "
                               f"(a Sparrow draft release, or '{RANDOM_SPARROW}' for an untrained one)")
+        if self.draft_vocab is not None:
+            if self.sparrow == RANDOM_SPARROW or not self.sparrow:
+                raise ConfigError("--draft-vocab needs --sparrow DIR, a release with a draft_vocab.json")
+            from vidspec.decoding.sparrow import load_draft_vocab
+
+            load_draft_vocab(self.sparrow, self.draft_vocab)  # the file exists and reads, before any model loads
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -252,10 +260,11 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
             draft_vlm = as_fast(draft_vlm, fast_options)  # an eager adapter always gets a new wrapper
     out = {}
     for m in config.methods:
-        draft = models.sparrow if m in SPARROW_METHODS else draft_vlm
-        out[m] = build_decoder(m, target=target, draft=draft, k=None if m == "ar" else config.k,
-                               device=config.device, loose=loose,
-                               allow_target_mismatch=config.allow_target_mismatch, engine=config.engine)
+        sparrow = m in SPARROW_METHODS
+        out[m] = build_decoder(m, target=target, draft=models.sparrow if sparrow else draft_vlm,
+                               k=None if m == "ar" else config.k, device=config.device, loose=loose,
+                               allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
+                               draft_vocab=config.draft_vocab if sparrow else None)
     return out
 
 
