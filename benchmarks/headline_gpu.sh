@@ -1,0 +1,386 @@
+#!/usr/bin/env bash
+# The headline run of issue 9 from one command: train the GPU-scale SynthVid testbed, evaluate every
+# method side by side on the fast engine, replay the acceptance at 7B shapes, measure DDP scaling,
+# and print one summary table (also written to $OUT/headline.json).
+#
+#   OUT=runs/headline bash benchmarks/headline_gpu.sh                    # every phase, one H200
+#   OUT=runs/headline PHASES=ddp bash benchmarks/headline_gpu.sh         # the DDP phase, 2x H200
+#   SMOKE=1 OUT=/tmp/hl bash benchmarks/headline_gpu.sh                  # toy size on CPU (~1.5 min)
+#
+# Phases (PHASES=train,eval,replay,ddp selects; default all). Each is skipped when its outputs exist,
+# so a run killed by a time limit is resumed by running the same command again:
+#   train   benchmarks/train_releases_gpu.sh PROFILE=gpu: SynthVid (seed 0) -> vision pretraining ->
+#           24-layer target -> Sparrow distillation -> releases in $OUT/releases/ + $OUT/figures.json.
+#           ~8 min on one H200 (RESULTS section 6, gpu_testbed_2026-11-30/train-gpu-profile.log: 488 s
+#           with the data already generated; generating 12,000 videos adds under a minute). If it is
+#           killed after both releases are exported, the rerun only computes figures.json.
+#   eval    vidspec eval --engine fast --device cuda, batch 1, greedy, K = 4, --max_new_tokens 64:
+#           SynthVid captions -> $OUT/eval-captions, SynthVid MCQ -> $OUT/eval-mcq, methods
+#           ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst, EVAL_LIMIT samples each; with
+#           LONG_FRAMES=N > 0 also ar,sparrow on a held-out long set (seed 2, N frames per video) read
+#           at LONG_SHORT_FRAMES and at N frames -> $OUT/eval-long<F> (17 visual tokens per 64x64
+#           frame on the LLaVA-OV testbed: 64 frames ~1.1k, 1536 frames ~26k). A few minutes on one
+#           H200 (mostly model loading and graph capture; the decodes themselves take seconds).
+#           Each folder is a `vidspec eval` run, which also resumes by itself.
+#   replay  benchmarks/replay_7b.py on $OUT/eval-captions/records.jsonl -> $OUT/replay (~3.5 min).
+#   ddp     benchmarks/ddp_scaling.py --devices 1,2: the Sparrow distillation of the train phase
+#           (the release target of the train phase, or data/releases/synthvid-target when this
+#           machine has none) on 1 and 2 GPUs -> $OUT/ddp. ~4-5 min, an estimate: RESULTS section 8's
+#           runs took 55 + 76 s on the 4.2M target, the 24-layer target's steps are longer, and a fresh
+#           machine first regenerates the data. Skipped with a message when fewer than 2 GPUs are visible.
+#
+# On the lent GPU machine (30 minutes held, 10 minutes per call) each phase is its own call, and
+# the resumability above is what makes that work: PHASES=train, then PHASES=eval, then
+# PHASES=replay on the H200, then PHASES=ddp on the 2x H200 machine (a fresh machine: it
+# regenerates the SynthVid set, same seed). There $OUT is the tool's return folder, emptied each
+# call: point this script's OUT at a path inside the checkout that persists between calls, e.g.
+# `OUT=runs/headline PHASES=eval bash benchmarks/headline_gpu.sh; cp -r runs/headline/eval-* "$OUT"/`,
+# and set VIDSPEC_GIT_SHA (the machine's .git copy may name a stale commit).
+#
+# Determinism: seed 0 everywhere (SynthVid data, seed_everything of every recipe; the long set is
+# seed 2, held out), greedy decoding. Training stops on wall time (TARGET_TIME, SPARROW_TIME) and
+# GPU kernels are not bitwise deterministic, so the trained models and figures reproduce to within
+# run-to-run noise, not bit for bit.
+#
+# Knobs: OUT (runs/headline), PHASES, DATA ($OUT/synthvid), DRAFT (the draft VLM for sd, lvspec,
+# lvspec-pst, fly; default the committed data/releases/synthvid-draft, which uses the same SynthVid
+# tokenizer as a freshly trained target; DRAFT=none leaves those four methods out), EVAL_LIMIT (40),
+# METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
+# small so the train phase fits a 10-minute call), LONG_FRAMES (0: no long pass), LONG_SHORT_FRAMES
+# (64), LONG_LIMIT (10), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
+# NUM_VIDEOS (12000), WORKERS (8), VIDSPEC (vidspec), PY (python3), and every knob of
+# train_releases_gpu.sh (TARGET_TIME, SPARROW_TIME, ...). SMOKE=1: toy size on the CPU (the train
+# script's SMOKE, --device cpu, EVAL_LIMIT 2, replay --smoke, DDP on 2 CPU processes with gloo).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+VIDSPEC=${VIDSPEC:-vidspec}
+PY=${PY:-python3}
+OUT=${OUT:-runs/headline}
+PHASES=${PHASES:-train,eval,replay,ddp}
+SMOKE=${SMOKE:-0}
+SEED=0  # not a knob: every seed of the run is fixed (see the header)
+EVAL_LIMIT=${EVAL_LIMIT:-40}
+FIGURES_LIMIT=${FIGURES_LIMIT:-20}
+METHODS=${METHODS:-ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-64}
+DRAFT=${DRAFT:-$REPO/data/releases/synthvid-draft}
+LONG_FRAMES=${LONG_FRAMES:-0}
+LONG_SHORT_FRAMES=${LONG_SHORT_FRAMES:-64}
+LONG_LIMIT=${LONG_LIMIT:-10}
+NUM_VIDEOS=${NUM_VIDEOS:-12000}
+WORKERS=${WORKERS:-8}
+DDP_STEPS=${DDP_STEPS:-120}
+DDP_WARMUP=${DDP_WARMUP:-30}
+DDP_BATCH=${DDP_BATCH:-256}
+DDP_ACCEL=gpu
+DDP_WORKERS=12
+DEV=cuda
+REPLAY_ARGS=()
+REPLAY_JSON=replay_7b.json
+if [[ "$SMOKE" == "1" ]]; then
+  EVAL_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1
+  LONG_SHORT_FRAMES=8
+  DDP_STEPS=4; DDP_WARMUP=1; DDP_BATCH=4; DDP_ACCEL=cpu; DDP_WORKERS=0
+  REPLAY_ARGS=(--smoke --device cpu); REPLAY_JSON=replay_7b_smoke.json
+fi
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=$SEED
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+DATA=${DATA:-$OUT/synthvid}
+TARGET=$OUT/releases/synthvid-target
+SPARROW=$OUT/releases/sparrow-synthvid
+DRAFT_ARGS=()
+if [[ "$DRAFT" == "none" ]]; then
+  # Without a draft VLM the draft-VLM methods cannot run; keep the others.
+  METHODS=$(echo ",$METHODS," | sed -e 's/,sd,/,/; s/,lvspec,/,/; s/,lvspec-pst,/,/; s/,fly,/,/; s/^,//; s/,$//')
+  DRAFT=""
+else
+  [[ -f "$DRAFT/config.json" ]] || { echo "DRAFT=$DRAFT is not a draft VLM release (or set DRAFT=none)" >&2; exit 2; }
+  DRAFT=$(cd "$DRAFT" && pwd)
+  DRAFT_ARGS=(--draft "$DRAFT")
+fi
+for p in ${PHASES//,/ }; do
+  case "$p" in train|eval|replay|ddp) ;; *) echo "unknown phase $p in PHASES=$PHASES (train,eval,replay,ddp)" >&2; exit 2 ;; esac
+done
+mkdir -p "$OUT/phases"
+exec > >(tee -a "$OUT/headline.log") 2>&1
+
+stamp() { date +%s; }
+want() { [[ ",$PHASES," == *",$1,"* ]]; }
+took() { echo "$(( $(stamp) - $2 ))" > "$OUT/phases/$1.seconds"; echo "   $1: $(( $(stamp) - $2 )) s"; }
+skip() { echo "== $1: skipped, outputs exist ($2)"; }
+T_START=$(stamp)
+echo "== headline_gpu.sh: OUT=$OUT PHASES=$PHASES SMOKE=$SMOKE device=$DEV $(date -u +%FT%TZ)"
+
+gen_data() {  # the SynthVid set of train_releases_gpu.sh (same arguments, so the same data)
+  $VIDSPEC data synthvid --out "$DATA" --num-videos "$NUM_VIDEOS" --seed "$SEED" --preset easy --frames 8 --size 64x64 \
+    --styles alpha:1,beta:1 --captions-per-video 2 --workers "$WORKERS" --no-progress true
+}
+
+# ---- train -----------------------------------------------------------------------------------------
+if want train; then
+  if [[ -f "$OUT/figures.json" && -f "$TARGET/manifest.json" && -f "$SPARROW/manifest.json" ]]; then
+    skip train "$OUT/figures.json"
+  else
+    t=$(stamp)
+    if [[ -f "$TARGET/manifest.json" && -f "$SPARROW/manifest.json" ]]; then
+      echo "== train: releases exist, figures only"  # the train script's last step, as it runs it
+      FIG_DRAFT=(); [[ -n "$DRAFT" ]] && FIG_DRAFT=(--draft "$DRAFT")
+      $PY benchmarks/train_testbed.py --data "$DATA" --target "$TARGET" "${FIG_DRAFT[@]}" --sparrow "$SPARROW" \
+        --limit "$FIGURES_LIMIT" --device "$DEV" --out "$OUT/figures.json" | tail -c 3000
+    else
+      echo "== train: benchmarks/train_releases_gpu.sh PROFILE=gpu"
+      OUT="$OUT" PROFILE=gpu DATA="$DATA" DRAFT="$DRAFT" EVAL_LIMIT="$FIGURES_LIMIT" NUM_VIDEOS="$NUM_VIDEOS" \
+        WORKERS="$WORKERS" VIDSPEC="$VIDSPEC" PY="$PY" SMOKE="$SMOKE" bash benchmarks/train_releases_gpu.sh
+    fi
+    took train "$t"
+  fi
+fi
+
+# ---- eval ------------------------------------------------------------------------------------------
+eval_done() {  # dir limit methods: summary.json of a finished run with this limit and these methods
+  $PY - "$@" <<'EOF'
+import json, sys
+from pathlib import Path
+p = Path(sys.argv[1]) / "summary.json"
+if not p.is_file():
+    sys.exit(1)
+c = json.loads(p.read_text())["config"]
+sys.exit(0 if c.get("limit") == int(sys.argv[2]) and set(sys.argv[3].split(",")) <= set(c.get("methods") or []) else 1)
+EOF
+}
+eval_run() {  # name benchmark data limit methods [vidspec eval args...]
+  local name=$1 bench=$2 data=$3 limit=$4 methods=$5 t; shift 5
+  if eval_done "$OUT/$name" "$limit" "$methods"; then skip "$name" "$OUT/$name/summary.json"; return; fi
+  t=$(stamp)
+  echo "== $name: $bench, $methods, $limit samples"
+  $VIDSPEC eval --benchmark "$bench" --data "$data" --split validation --target "$TARGET" "${DRAFT_ARGS[@]}" \
+    --sparrow "$SPARROW" --methods "$methods" --engine fast --device "$DEV" --limit "$limit" \
+    --max_new_tokens "$MAX_NEW_TOKENS" --out "$OUT/$name" --no_progress true "$@"
+  took "$name" "$t"
+}
+if want eval; then
+  if [[ ! -f "$TARGET/manifest.json" || ! -f "$SPARROW/manifest.json" ]]; then
+    echo "eval: no releases in $OUT/releases (run PHASES=train first)" >&2; exit 1
+  fi
+  eval_run eval-captions synthvid_captions "$DATA" "$EVAL_LIMIT" "$METHODS"
+  eval_run eval-mcq synthvid_mcq "$DATA" "$EVAL_LIMIT" "$METHODS"
+  if (( LONG_FRAMES > 0 )); then
+    LONG_DATA=${LONG_DATA:-$OUT/synthvid-long$LONG_FRAMES}
+    if [[ ! -f "$LONG_DATA/synthvid.json" ]]; then
+      echo "== long set: $LONG_LIMIT held-out videos of $LONG_FRAMES frames -> $LONG_DATA"
+      $VIDSPEC data synthvid --out "$LONG_DATA" --num-videos "$LONG_LIMIT" --seed 2 --preset easy --frames "$LONG_FRAMES" \
+        --size 64x64 --styles alpha:1,beta:1 --captions-per-video 2 --split validation=1 --workers "$WORKERS" \
+        --no-progress true
+    fi
+    for F in "$LONG_SHORT_FRAMES" "$LONG_FRAMES"; do  # same videos, uniform sampling: only the length changes
+      eval_run "eval-long$F" synthvid_captions "$LONG_DATA" "$LONG_LIMIT" ar,sparrow --frames "$F" \
+        --fast_max_len $(( F * 17 + 1024 ))
+    done
+  fi
+fi
+
+# ---- replay ----------------------------------------------------------------------------------------
+if want replay; then
+  if [[ -f "$OUT/replay/$REPLAY_JSON" ]]; then
+    skip replay "$OUT/replay/$REPLAY_JSON"
+  else
+    [[ -f "$OUT/eval-captions/records.jsonl" ]] || { echo "replay: no $OUT/eval-captions/records.jsonl (run PHASES=eval first)" >&2; exit 1; }
+    t=$(stamp)
+    mkdir -p "$OUT/replay"
+    # replay_7b.py rebuilds each round's acceptance from acceptance_by_position x target_passes, which
+    # is exact only when every round drafted K tokens; a decode cut by max_new_tokens can end with a
+    # shorter round and replay_7b.py then stops with "do not sum to accepted". Keep the records it
+    # can replay exactly and say how many were left out (filter.json).
+    REPLAY_METHODS=$($PY - "$OUT/eval-captions/records.jsonl" "$OUT/replay" <<'EOF'
+import json, sys
+from pathlib import Path
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+methods = ["sparrow", "sparrow-lvspec-pst"]
+kept, dropped = [], {m: 0 for m in methods}
+for line in src.read_text().splitlines():
+    r = json.loads(line)
+    if r.get("method") not in methods or not r.get("target_passes"):
+        continue
+    rounds = int(r["target_passes"])
+    at_least = [round(f * rounds) for f in r.get("acceptance_by_position") or []]
+    if sum(sum(1 for c in at_least if c > j) for j in range(rounds)) == int(r["accepted"]):
+        kept.append(line)
+    else:
+        dropped[r["method"]] += 1
+(out / "records.jsonl").write_text("".join(x + "\n" for x in kept))
+have = [m for m in methods if any(json.loads(x)["method"] == m for x in kept)]
+(out / "filter.json").write_text(json.dumps({"source": str(src), "kept": len(kept), "dropped": dropped,
+                                             "methods": have}, indent=1) + "\n")
+print(",".join(have))
+EOF
+)
+    echo "== replay: methods ${REPLAY_METHODS:-none} ($(tr -d '\n ' < "$OUT/replay/filter.json"))"
+    [[ -n "$REPLAY_METHODS" ]] || { echo "replay: no replayable sparrow records" >&2; exit 1; }
+    PYTHONPATH="packages/decoding/src${PYTHONPATH:+:$PYTHONPATH}" $PY benchmarks/replay_7b.py \
+      --records "$OUT/replay/records.jsonl" --methods "$REPLAY_METHODS" --out "$OUT/replay" "${REPLAY_ARGS[@]}"
+    took replay "$t"
+  fi
+fi
+
+# ---- ddp -------------------------------------------------------------------------------------------
+if want ddp; then
+  if [[ -f "$OUT/ddp/ddp_scaling.json" ]]; then
+    skip ddp "$OUT/ddp/ddp_scaling.json"
+  else
+    NGPU=2  # SMOKE: 2 CPU processes (Lightning's DDP on CPU uses gloo)
+    [[ "$SMOKE" == "1" ]] || NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
+    if (( NGPU < 2 )); then
+      echo "== ddp: skipped, $NGPU GPU(s) visible and the phase needs 2 (run PHASES=ddp on the 2x H200 machine)"
+      echo "$NGPU GPU(s) visible" > "$OUT/phases/ddp.skipped"
+    else
+      rm -f "$OUT/phases/ddp.skipped"
+      t=$(stamp)
+      DDP_TARGET=${DDP_TARGET:-$TARGET}
+      if [[ ! -f "$DDP_TARGET/manifest.json" ]]; then
+        echo "   ddp: no $DDP_TARGET on this machine; distilling from the committed data/releases/synthvid-target"
+        DDP_TARGET=$REPO/data/releases/synthvid-target
+      fi
+      [[ -f "$DATA/synthvid.json" ]] || { echo "== ddp: SynthVid -> $DATA (seed $SEED)"; gen_data; }
+      echo "== ddp: 1 and 2 devices, $DDP_STEPS steps, per-device batch $DDP_BATCH, target $DDP_TARGET"
+      # The arguments of RESULTS section 8 (batch 256), with this run's target and data.
+      $PY benchmarks/ddp_scaling.py --devices 1,2 --steps "$DDP_STEPS" --warmup "$DDP_WARMUP" --batch "$DDP_BATCH" \
+        --out "$OUT/ddp" --timeout 900 -- --config configs/train/sparrow-tiny-cpu.yaml \
+        --trainer.accelerator "$DDP_ACCEL" --trainer.precision 32-true --model.init_args.target "$DDP_TARGET" \
+        --data.path "$DATA" --data.frame_cache "$DATA/frames" --data.caption_styles '[alpha]' --data.tables '["."]' \
+        --data.num_workers "$DDP_WORKERS" --trainer.limit_val_batches 0 --trainer.log_every_n_steps 1
+      took ddp "$t"
+    fi
+  fi
+fi
+
+# ---- summary ---------------------------------------------------------------------------------------
+GIT_SHA=${VIDSPEC_GIT_SHA:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+GIT_FROM=$([[ -n "${VIDSPEC_GIT_SHA:-}" ]] && echo VIDSPEC_GIT_SHA || echo "git rev-parse HEAD")
+echo "== summary ($(( $(stamp) - T_START )) s in this call)"
+OUT="$OUT" SMOKE="$SMOKE" SEED="$SEED" GIT_SHA="$GIT_SHA" GIT_FROM="$GIT_FROM" REPLAY_JSON="$REPLAY_JSON" \
+  DEV="$DEV" PHASES="$PHASES" EVAL_LIMIT="$EVAL_LIMIT" MAX_NEW_TOKENS="$MAX_NEW_TOKENS" METHODS="$METHODS" \
+  DRAFT="${DRAFT:-none}" DATA="$DATA" LONG_FRAMES="$LONG_FRAMES" LONG_SHORT_FRAMES="$LONG_SHORT_FRAMES" \
+  $PY - <<'EOF'
+import json, os, time
+from pathlib import Path
+
+out = Path(os.environ["OUT"])
+env = os.environ
+
+
+def load(p):
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def fmt(v, spec=".2f", suffix=""):
+    return "n/a" if v is None else f"{v:{spec}}{suffix}"
+
+
+steps = {p.name[: -len(".seconds")]: int(p.read_text()) for p in sorted((out / "phases").glob("*.seconds"))}
+phase_seconds = {}
+for ph in ("train", "eval", "replay", "ddp"):  # a phase's steps: train, eval-captions, eval-mcq, ...
+    got = [s for n, s in steps.items() if n == ph or n.startswith(ph + "-")]
+    phase_seconds[ph] = sum(got) if got else None
+doc = {
+    "schema": 1,
+    "git_sha": env["GIT_SHA"], "git_sha_from": env["GIT_FROM"],
+    "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "smoke": env["SMOKE"] == "1", "seed": int(env["SEED"]), "device": env["DEV"],
+    "command": ("SMOKE=1 " if env["SMOKE"] == "1" else "") + f"OUT={out} PHASES={env['PHASES']} bash benchmarks/headline_gpu.sh",
+    "note": "phase_seconds: the seconds of the call that finished each step; skipped steps keep them",
+    "knobs": {k: env[k] for k in ("PHASES", "EVAL_LIMIT", "MAX_NEW_TOKENS", "METHODS", "DRAFT", "DATA",
+                                  "LONG_FRAMES", "LONG_SHORT_FRAMES")},
+    "phase_seconds": phase_seconds, "step_seconds": steps,
+    "conventions": ("batch 1, greedy, fast engine; tau includes the bonus token (AR = 1.0); DSR = decode-phase "
+                    "speedup over AR in the same run, ESR = end to end; retention = method score / AR score on "
+                    "the same samples (SynthVid fact F1 for captions, accuracy for MCQ); ALGORITHMS.md section 5"),
+}
+
+fig = load(out / "figures.json")
+if fig:
+    doc["train"] = {
+        "target": {k: fig["target"].get(k) for k in ("parameters", "layers", "metrics")},
+        "fact_precision": fig.get("captions", {}).get("precision"), "fact_recall": fig.get("captions", {}).get("recall"),
+        "mcq_accuracy": (fig.get("mcq") or {}).get("accuracy"),
+        "draft_tau": (fig.get("draft") or {}).get("tau"), "sparrow_tau": (fig.get("sparrow") or {}).get("tau"),
+    }
+
+KEYS = ("n_samples", "tau", "dsr", "esr", "retention", "accuracy", "token_identical_share", "fact_precision",
+        "fact_recall", "tokens_per_s", "draft_ms_per_round", "verify_ms_per_round")
+doc["eval"] = {}
+runs = [out / "eval-captions", out / "eval-mcq"]  # then the long pass, shortest first
+runs += sorted(out.glob("eval-long*"), key=lambda p: int(p.name[len("eval-long"):] or 0))
+for d in runs:
+    s = load(d / "summary.json")
+    if s:
+        doc["eval"][d.name[len("eval-"):]] = {
+            "benchmark": s["benchmark"], "n_samples": s["n_samples"], "frames": s["config"].get("frames"),
+            "engine": s["config"].get("engine"), "device": s["config"].get("device"),
+            "methods": {m: {k: v.get(k) for k in KEYS} for m, v in s["methods"].items()},
+        }
+
+rep = load(out / "replay" / env["REPLAY_JSON"])
+if rep:
+    doc["replay"] = {"rows": rep["rows"], "filter": load(out / "replay" / "filter.json"),
+                     "note": "costs measured at 7B shapes with random weights, acceptance replayed from eval-captions"}
+
+ddp = load(out / "ddp" / "ddp_scaling.json")
+if ddp:
+    doc["ddp"] = {"speedup": ddp["results"][-1]["speedup"], "fit_args": ddp["fit_args"],
+                  "results": [{k: r[k] for k in ("devices", "samples_per_s", "speedup", "final_loss")}
+                              for r in ddp["results"]]}
+elif (out / "phases" / "ddp.skipped").is_file():
+    doc["ddp"] = {"skipped": (out / "phases" / "ddp.skipped").read_text().strip()}
+
+# Issue 9's bars (ANCHORS.md), checked on the captions run.
+bars = []
+cap = doc["eval"].get("captions", {}).get("methods", {})
+
+
+def bar(name, value, target, ok):
+    bars.append({"bar": name, "value": value, "target": target, "met": bool(ok) if value is not None else None})
+
+
+if "sparrow" in cap:
+    m = cap["sparrow"]
+    bar("sparrow DSR, token-identical", m["dsr"], ">= 2.8x, 100%",
+        (m["dsr"] or 0) >= 2.8 and m["token_identical_share"] == 1)
+for name, dsr, ret in (("lvspec-pst", 2.9, 0.998), ("sparrow-lvspec-pst", 4.0, 0.995)):
+    if name in cap:
+        m = cap[name]
+        bar(f"{name} DSR at retention", m["dsr"], f">= {dsr}x at >= {ret:.1%}",
+            (m["dsr"] or 0) >= dsr and (m["retention"] or 0) >= ret)
+lf, sf = env["LONG_FRAMES"], env["LONG_SHORT_FRAMES"]
+lo, sh = doc["eval"].get(f"long{lf}"), doc["eval"].get(f"long{sf}")
+if lo and sh and "sparrow" in lo["methods"] and "sparrow" in sh["methods"]:
+    r = lo["methods"]["sparrow"]["tau"] / sh["methods"]["sparrow"]["tau"]
+    bar(f"sparrow tau at {lf} vs {sf} frames", r, ">= 0.90", r >= 0.9)
+if "speedup" in doc.get("ddp", {}):
+    bar("DDP 2-GPU throughput ratio", doc["ddp"]["speedup"], ">= 1.85x", doc["ddp"]["speedup"] >= 1.85)
+doc["bars"] = bars
+(out / "headline.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+print(f"\ngit {doc['git_sha']} ({doc['git_sha_from']}), seed 0, device {doc['device']}, "
+      f"phase seconds {json.dumps(phase_seconds)}")
+if doc["eval"]:
+    print("\n| run | method | n | τ | DSR | ESR | retention | MCQ acc. | token-identical |\n|---|---|---|---|---|---|---|---|---|")
+for name, e in doc["eval"].items():
+    for m, v in e["methods"].items():
+        print(f"| {name} | {m} | {v['n_samples']} | {fmt(v['tau'])} | {fmt(v['dsr'], suffix='x')} | "
+              f"{fmt(v['esr'], suffix='x')} | {fmt(v['retention'], '.1%')} | {fmt(v['accuracy'], '.2f')} | "
+              f"{fmt(v['token_identical_share'], '.0%')} |")
+if "replay" in doc:
+    print("\n7B-shape replay (projection: measured costs, replayed acceptance)\n"
+          "| family | visual tokens | method | τ | DSR |\n|---|---|---|---|---|")
+    for r in doc["replay"]["rows"]:
+        print(f"| {r['family']} | {r['visual_tokens']} | {r['method']} | {fmt(r['tau'])} | {fmt(r['dsr'], suffix='x')} |")
+if "ddp" in doc:
+    print(f"\nDDP: {doc['ddp'].get('skipped') or fmt(doc['ddp']['speedup'], suffix='x') + ' samples/s on 2 vs 1 device(s)'}")
+if bars:
+    print("\n| issue 9 bar | value | target | met |\n|---|---|---|---|")
+    for b in bars:
+        print(f"| {b['bar']} | {fmt(b['value'])} | {b['target']} | {b['met']} |")
+print(f"\nwrote {out / 'headline.json'}")
+EOF

@@ -1,0 +1,65 @@
+"""benchmarks/headline_gpu.sh (issue 9's headline run from one command) end to end at toy size on CPU
+(SMOKE=1): train, eval (captions, MCQ and a short/long pass), the 7B-shape replay, DDP on 2 gloo
+processes, headline.json; a second call with the same OUT skips every finished phase. About 1.5-2
+minutes on 2 cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+METHODS = {"ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst"}
+STRICT = ("ar", "sd", "sparrow")
+# Knobs of the script that a caller's shell could carry into the test.
+KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
+         "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS")
+
+
+def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
+    return proc, time.monotonic() - t0
+
+
+def test_headline_script_smoke(tmp_path):
+    bin_dir = Path(sys.executable).parent
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in KNOBS}
+    env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "PY": sys.executable,
+                "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
+    first, first_s = _run(env)
+
+    doc = json.loads((out / "headline.json").read_text())
+    assert doc["git_sha"] == "0123abc" and doc["smoke"] is True and doc["seed"] == 0
+    assert all(isinstance(doc["phase_seconds"][p], int) for p in ("train", "eval", "replay", "ddp"))
+    assert doc["train"]["target"]["layers"] == 2 and doc["train"]["sparrow_tau"] >= 1.0
+    for run in ("captions", "mcq"):
+        rows = doc["eval"][run]["methods"]
+        assert set(rows) == METHODS, run
+        assert all(r["n_samples"] == 2 and r["tau"] >= 1.0 and r["dsr"] > 0 for r in rows.values())
+        for m in STRICT:  # lossless methods: token-identical to AR
+            assert rows[m]["token_identical_share"] == 1.0, (run, m)
+    assert doc["eval"]["mcq"]["methods"]["ar"]["accuracy"] is not None
+    for run in ("long8", "long16"):  # the same held-out videos read at 8 and 16 frames
+        assert set(doc["eval"][run]["methods"]) == {"ar", "sparrow"} and doc["eval"][run]["frames"] == int(run[4:])
+    replay = doc["replay"]
+    assert replay["rows"] and {r["method"] for r in replay["rows"]} == set(replay["filter"]["methods"])
+    assert all(r["dsr"] > 0 and r["tau"] >= 1.0 for r in replay["rows"])
+    assert [r["devices"] for r in doc["ddp"]["results"]] == [1, 2] and doc["ddp"]["speedup"] > 0
+    assert {b["bar"] for b in doc["bars"]} >= {"sparrow DSR, token-identical", "DDP 2-GPU throughput ratio"}
+    assert "| captions | sparrow |" in first.stdout and "7B-shape replay" in first.stdout
+
+    second, second_s = _run(env)  # same OUT: every phase is done, nothing is recomputed
+    for step in ("train", "eval-captions", "eval-mcq", "eval-long8", "eval-long16", "replay", "ddp"):
+        assert f"== {step}: skipped, outputs exist" in second.stdout, step
+    assert "train_releases_gpu.sh PROFILE=gpu" not in second.stdout
+    assert second_s < max(20.0, first_s / 4), (first_s, second_s)
+    again = json.loads((out / "headline.json").read_text())
+    assert again["phase_seconds"] == doc["phase_seconds"] and again["eval"] == doc["eval"]
