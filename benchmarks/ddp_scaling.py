@@ -16,7 +16,8 @@ Usage (SynthVid Sparrow distillation from the release target, 1 and 2 GPUs)::
 
 Everything after ``--`` goes to ``vidspec train fit`` unchanged; the script adds
 ``--trainer.devices N --trainer.strategy ddp --trainer.max_steps STEPS`` and a run directory.
-``--smoke`` runs 2 CPU processes (gloo) for a few steps (what the test does).
+On CPU, ``--trainer.accelerator cpu`` after ``--`` runs the N processes with gloo (what
+``benchmarks/headline_gpu.sh`` does with ``SMOKE=1``).
 """
 
 from __future__ import annotations

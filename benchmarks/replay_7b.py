@@ -50,7 +50,12 @@ def schedules(records: Path, method: str, limit: int) -> list[list[int]]:
         if r.get("method") != method or not r.get("target_passes"):
             continue
         rounds = int(r["target_passes"])
-        at_least = [round(f * rounds) for f in r.get("acceptance_by_position") or []]  # rounds accepting >= i+1
+        # acceptance_by_position[i] is over the rounds that drafted > i tokens: all of them but a
+        # last round cut short by the token budget (it drafted `short` < K tokens).
+        k = len(r.get("acceptance_by_position") or [])
+        short = min(k, max(0, int(r["drafted"]) - (rounds - 1) * k))
+        at_least = [round(f * (rounds - 1 + (short > i)))  # rounds accepting >= i+1
+                    for i, f in enumerate(r.get("acceptance_by_position") or [])]
         ns = []
         for j in range(rounds):  # round j accepts as many positions as have > j rounds reaching them
             ns.append(sum(1 for c in at_least if c > j))

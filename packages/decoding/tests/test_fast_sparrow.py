@@ -397,6 +397,26 @@ def test_replay_schedules_recover_each_rounds_acceptance():
         replay_7b.schedules(RECORDS, "nope", 3)
 
 
+def test_replay_schedules_handle_a_last_round_cut_by_the_budget(tmp_path):
+    """Rounds (n accepted of k drafted): (4/4), (2/4), (1/2 at the token budget) -> acceptance_by_position
+    is over 3, 3, 2, 2 rounds; the schedule must still sum to the accepted tokens."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import replay_7b
+
+    from vidspec.decoding.types import GenerationResult, StepRecord, Timings
+
+    steps = (StepRecord(drafted=4, accepted=4, emitted=5), StepRecord(drafted=4, accepted=2, emitted=3),
+             StepRecord(drafted=2, accepted=1, emitted=2))
+    res = GenerationResult(method="sparrow", text="", token_ids=tuple(range(11)), steps=steps,
+                           timings=Timings(prefill_s=0.0, decode_s=1.0, wall_s=1.0), finish_reason="length")
+    rec = {"method": "sparrow", "sample_id": "s", "k": 4, "target_passes": 3, "drafted": 10, "accepted": 7,
+           "acceptance_by_position": res.acceptance_by_position()}
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    (ns,) = replay_7b.schedules(path, "sparrow", 5)
+    assert sorted(ns, reverse=True) == [4, 2, 1]
+
+
 def test_replay_benchmark_smoke(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO / "packages" / "decoding" / "src")}
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "replay_7b.py"), "--smoke", "--device", "cpu",
