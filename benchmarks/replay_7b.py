@@ -227,15 +227,10 @@ def main(argv=None) -> int:
     ap.add_argument("--draft-vocab", type=int, default=0,
                     help="reduced draft head of this many token ids (costs only; 0 = the full vocabulary)")
     args = ap.parse_args(argv)
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else ("cpu" if args.smoke else None)
-    if args.device is None:
-        print("replay_7b.py needs a CUDA device (or --smoke / --device cpu)", file=sys.stderr)
+    if not sds.pick_device(args, "replay_7b.py"):
         return 2
     if args.smoke:
         args.shape, args.layers, args.visual, args.samples, args.text = args.shape or "smoke", args.layers or 2, "32", 2, 16
-        if args.device == "cpu":
-            torch.set_num_threads(1)
     args.shape = args.shape or "7b"
     args.layers = args.layers or 28
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")

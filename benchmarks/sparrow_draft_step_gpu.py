@@ -282,16 +282,11 @@ def main(argv=None) -> int:
     ap.add_argument("--draft-vocab", type=int, default=0,
                     help="reduced draft head of this many token ids (EAGLE-3 style; 0 = the full vocabulary)")
     args = ap.parse_args(argv)
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else ("cpu" if args.smoke else None)
-    if args.device is None:
-        print("sparrow_draft_step_gpu.py needs a CUDA device (or --smoke / --device cpu)", file=sys.stderr)
+    if not pick_device(args, "sparrow_draft_step_gpu.py"):
         return 2
     if args.smoke:
         args.shape = args.shape or "smoke"
         args.visual, args.reps, args.warmup, args.k, args.text = "64,256", 3, 1, 3, 16
-        if args.device == "cpu":
-            torch.set_num_threads(1)
     args.shape = args.shape or "7b"
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     args.families = [f for f in args.families.split(",") if f]
@@ -305,6 +300,18 @@ def main(argv=None) -> int:
     print_table(res)
     write_results(res, args.out, "sparrow_draft_step_gpu", args.smoke)
     return 0
+
+
+def pick_device(args, script: str) -> bool:
+    """Default ``args.device`` to CUDA (CPU for a smoke run); False, with a message, when there is none."""
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else ("cpu" if args.smoke else None)
+    if args.device is None:
+        print(f"{script} needs a CUDA device (or --smoke / --device cpu)", file=sys.stderr)
+        return False
+    if args.smoke and args.device == "cpu":
+        torch.set_num_threads(1)
+    return True
 
 
 def write_results(res: dict, out: str | Path, name: str, smoke: bool) -> Path:
