@@ -7,6 +7,8 @@ GPU tests (``pytest -m gpu packages/decoding/tests/test_fast_sparrow.py``) repla
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import json
 import os
 import subprocess
@@ -311,6 +313,29 @@ def test_benchmark_smoke(tmp_path):
     assert all(r["same_tokens"] for r in rows)
     # VATA: the draft's cache does not grow with the video
     assert len({r["draft_cache_entries"] for r in rows if r["pending"] == 1}) == 1
+
+
+# ---- the kernel path on CPU, through Triton's interpreter --------------------------------------------------
+RUN_KERNELS_ON_CPU = os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton") is not None
+
+
+@pytest.mark.skipif(not RUN_KERNELS_ON_CPU, reason="needs Triton with TRITON_INTERPRET=1 (on CUDA: the gpu tests)")
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("vocab", [None, 40])
+def test_kernel_path_matches_sparrow_drafter_in_the_interpreter(tiny, clip, name, vocab):
+    """Fused weights, the Triton RoPE/KV-write and attention kernels, the [slot, base, ...] arena, chained steps."""
+    target = tiny(name)
+    model = copy.deepcopy(new_sparrow_for(target))  # fusing re-points the layer's weights: keep the shared one
+    head = None if vocab is None else _subset(target, vocab)
+    ref = SparrowDrafter(model, head_ids=head)
+    fast = FastSparrowDrafter(model, kernels=True, compile=False, head_ids=head)
+    # the graph path too: the prompt fed through T-step "graphs", one chain per round
+    graphed = EmulatedGraphDrafter(model, kernels=True, compile=False, head_ids=head)
+    lockstep(target, Request("Describe the video.", clip), [ref, fast, graphed], k=4)
+    assert fast.kernels and not fast.graphs and graphed.kernels
+    keys = set(graphed._eng.graphs)
+    assert all(lb == 0 for _, _, lb in keys)  # no buckets
+    assert {k for _, k, _ in keys} == {1, 4}  # the prompt feed's single steps and the rounds' chains
 
 
 # ---- draft vocabulary (head_ids) -------------------------------------------------------------------------

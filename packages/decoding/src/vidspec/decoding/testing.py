@@ -211,7 +211,8 @@ def emulated_graph_drafter_class():
     class EmulatedGraphDrafter(FastSparrowDrafter):
         def _engine(self):
             e = super()._engine()
-            self._use_graphs = self._bucketed = True
+            self._use_graphs = True
+            self._bucketed = not e.kernels  # the kernel path reads exactly the valid cache
             return e
 
         def _record(self, key):
