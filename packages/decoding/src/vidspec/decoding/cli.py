@@ -102,6 +102,20 @@ def one_line(msg: object, default: str = "invalid arguments", limit: int = 600) 
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def run_function(fn, prog: str, argv: list[str]) -> int:
+    """Parse ``argv`` into the keyword arguments of ``fn`` (its signature and docstring make the CLI) and call it.
+
+    For subcommands whose options are exactly one function's parameters; ``--foo-bar`` and
+    ``--foo_bar`` both work (:func:`normalize_flags`).
+    """
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog=prog, description=fn.__doc__.splitlines()[0] if fn.__doc__ else None)
+    parser.add_function_arguments(fn, as_positional=False)
+    cfg = parser.parse_args(normalize_flags(argv))
+    return fn(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
+
+
 def normalize_flags(argv: list[str]) -> list[str]:
     """Accept ``--max-new-tokens`` as well as ``--max_new_tokens`` (jsonargparse uses the latter).
 

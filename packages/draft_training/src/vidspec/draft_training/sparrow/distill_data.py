@@ -171,11 +171,6 @@ def distill_data(
 
 def distill_data_main(argv: list[str]) -> int:
     """Entry point of ``vidspec distill-data`` (see :func:`distill_data`)."""
-    from jsonargparse import ArgumentParser
+    from vidspec.decoding.cli import run_function
 
-    from vidspec.decoding.cli import normalize_flags
-
-    parser = ArgumentParser(prog="vidspec distill-data", description=distill_data.__doc__.splitlines()[0])
-    parser.add_function_arguments(distill_data, as_positional=False)
-    cfg = parser.parse_args(normalize_flags(argv))
-    return distill_data(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
+    return run_function(distill_data, "vidspec distill-data", argv)

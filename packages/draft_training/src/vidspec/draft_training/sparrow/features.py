@@ -248,11 +248,6 @@ def features(target: str = "tiny-qwen2.5-vl", data: str = "", out: str = "", tab
 
 def features_main(argv: list[str]) -> int:
     """Entry point of ``vidspec sparrow-features`` (see :func:`features`)."""
-    from jsonargparse import ArgumentParser
+    from vidspec.decoding.cli import run_function
 
-    from vidspec.decoding.cli import normalize_flags
-
-    parser = ArgumentParser(prog="vidspec sparrow-features", description=features.__doc__.splitlines()[0])
-    parser.add_function_arguments(features, as_positional=False)
-    cfg = parser.parse_args(normalize_flags(argv))
-    return features(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
+    return run_function(features, "vidspec sparrow-features", argv)

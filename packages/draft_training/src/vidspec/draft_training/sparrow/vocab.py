@@ -88,11 +88,6 @@ def sparrow_vocab(data: str, target: str, out: str, split: str = "train", column
 
 def sparrow_vocab_main(argv: list[str]) -> int:
     """Entry point of ``vidspec sparrow-vocab`` (see :func:`sparrow_vocab`)."""
-    from jsonargparse import ArgumentParser
+    from vidspec.decoding.cli import run_function
 
-    from vidspec.decoding.cli import normalize_flags
-
-    parser = ArgumentParser(prog="vidspec sparrow-vocab", description=sparrow_vocab.__doc__.splitlines()[0])
-    parser.add_function_arguments(sparrow_vocab, as_positional=False)
-    cfg = parser.parse_args(normalize_flags(argv))
-    return sparrow_vocab(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
+    return run_function(sparrow_vocab, "vidspec sparrow-vocab", argv)
