@@ -158,7 +158,6 @@ class Replay:
 def run(args) -> dict:
     from vidspec.decoding.fast.lm import FastLM
     from vidspec.decoding.fast.sparrow import FastSparrowDrafter
-    from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel
 
     dev = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
@@ -166,14 +165,7 @@ def run(args) -> dict:
     sched = {m: schedules(Path(args.records), m, args.samples) for m in args.methods}
     for family in args.families:
         print(f"== {family}: {args.shape}-shaped target, {args.layers} layers ({args.dtype}, {dev})", flush=True)
-        model = sds.build_target_module(family, args.shape, dev, dtype, layers=args.layers)
-        target = sds.BenchTarget(model, family)
-        cfg = SparrowConfig.from_target(model, family, target.name)
-        torch.manual_seed(1)
-        with torch.device(dev):
-            draft = SparrowDraftModel(cfg)
-        draft.bind(model, init_norm=True)
-        draft.to(device=dev, dtype=dtype)
+        model, target, cfg, draft = sds.build_pair(family, args.shape, dev, dtype, layers=args.layers)
         for n_vis in args.visual:
             state = sds.make_state(target, args.text, n_vis, seed=n_vis)
             L = int(state.prompt_ids.shape[0])

@@ -203,6 +203,21 @@ class Case:
         return 1e3 * statistics.median(self.times)
 
 
+def build_pair(family: str, shape: str, device: torch.device, dtype: torch.dtype, layers: int = 2):
+    """A random target of ``shape`` and a random Sparrow draft bound to it: ``(model, BenchTarget, config, draft)``."""
+    from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel
+
+    model = build_target_module(family, shape, device, dtype, layers=layers)
+    target = BenchTarget(model, family)
+    cfg = SparrowConfig.from_target(model, family, target.name)
+    torch.manual_seed(1)
+    with torch.device(device):
+        draft = SparrowDraftModel(cfg)
+    draft.bind(model, init_norm=True)
+    draft.to(device=device, dtype=dtype)
+    return model, target, cfg, draft
+
+
 def draft_vocabulary(vocab: int, n: int | None) -> torch.Tensor | None:
     """``n`` token ids for a reduced draft head (a fixed random set: costs only), or None for all."""
     if not n or n >= vocab:
@@ -212,21 +227,14 @@ def draft_vocabulary(vocab: int, n: int | None) -> torch.Tensor | None:
 
 def run(args) -> dict:
     from vidspec.decoding.fast.sparrow import FastSparrowDrafter
-    from vidspec.decoding.sparrow import SparrowConfig, SparrowDrafter, SparrowDraftModel
+    from vidspec.decoding.sparrow import SparrowDrafter
 
     dev = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
     results: dict = {"rows": []}
     for family in args.families:
         print(f"== {family}: building {args.shape}-shaped target ({args.dtype}, {dev})", flush=True)
-        model = build_target_module(family, args.shape, dev, dtype)
-        target = BenchTarget(model, family)
-        cfg = SparrowConfig.from_target(model, family, target.name)
-        torch.manual_seed(1)
-        with torch.device(dev):
-            draft = SparrowDraftModel(cfg)
-        draft.bind(model, init_norm=True)
-        draft.to(device=dev, dtype=dtype)
+        model, target, cfg, draft = build_pair(family, args.shape, dev, dtype)
         head_ids = draft_vocabulary(cfg.vocab_size, args.draft_vocab)
         for n_vis in args.visual:
             state = make_state(target, args.text, n_vis, seed=n_vis)
