@@ -669,9 +669,8 @@ class SparrowDrafter:
         tok, dist = draft_choice(logits, self.temperature, self.top_p, self.generator)
         if self.head_ids is None:
             return tok, dist
-        if dist is not None:
-            full = dist.new_zeros(self.model.config.vocab_size)
-            dist = full.index_copy_(0, self.head_ids.to(dist.device), dist)
+        if dist is not None:  # dist is on the head's device, where _head keeps the ids
+            dist = dist.new_zeros(self.model.config.vocab_size).index_copy_(0, self._head()[2], dist)
         return int(self.head_ids[tok]), dist
 
     def _head(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
