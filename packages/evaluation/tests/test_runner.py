@@ -12,15 +12,6 @@ from vidspec.decoding.methods import METHODS
 from vidspec.evaluation import runner as runner_mod
 from vidspec.evaluation.records import JsonlLog, SampleRecord, read_jsonl, speedups, summarize
 from vidspec.evaluation.runner import EvalConfig, run_eval
-from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
-
-@pytest.fixture(scope="module")
-def synthvid(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sv") / "sv"
-    return generate_synthvid(out, SynthVidConfig(num_videos=2, seed=0, preset="easy", size="64x64",
-                                                 split="validation", mcq_per_video=1, open_per_video=0),
-                             progress=False)
 
 
 @pytest.fixture(scope="module")

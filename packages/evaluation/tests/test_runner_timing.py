@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast import FastStrictVerifier, FastTarget
@@ -13,17 +12,8 @@ from vidspec.decoding.testing import emulated_graph_drafter_class
 from vidspec.decoding.types import Request, VideoClip
 from vidspec.evaluation.records import read_jsonl, summarize
 from vidspec.evaluation.runner import EvalConfig, capture_fast_graphs, run_eval
-from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
 
 EmulatedGraphDrafter = emulated_graph_drafter_class()
-
-
-@pytest.fixture(scope="module")
-def synthvid(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sv") / "sv"
-    return generate_synthvid(out, SynthVidConfig(num_videos=2, seed=0, preset="easy", size="64x64",
-                                                 split="validation", mcq_per_video=1, open_per_video=0),
-                             progress=False)
 
 
 def test_warmup_capture_leaves_no_graph_for_the_timed_decodes():
