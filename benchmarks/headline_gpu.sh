@@ -189,13 +189,12 @@ if want replay; then
     [[ -f "$OUT/eval-captions/records.jsonl" ]] || { echo "replay: no $OUT/eval-captions/records.jsonl (run PHASES=eval first)" >&2; exit 1; }
     t=$(stamp)
     mkdir -p "$OUT/replay"
-    # replay_7b.py rebuilds each round's acceptance from acceptance_by_position x target_passes, which
-    # is exact only when every round drafted K tokens; a decode cut by max_new_tokens can end with a
-    # shorter round and replay_7b.py then stops with "do not sum to accepted". Keep the records it
-    # can replay exactly and say how many were left out (filter.json).
-    REPLAY_METHODS=$($PY - "$OUT/eval-captions/records.jsonl" "$OUT/replay" <<'EOF'
+    # Keep the records replay_7b.py can rebuild each round's acceptance of (record_schedule) and say
+    # how many were left out (filter.json).
+    REPLAY_METHODS=$(PYTHONPATH="benchmarks${PYTHONPATH:+:$PYTHONPATH}" $PY - "$OUT/eval-captions/records.jsonl" "$OUT/replay" <<'EOF'
 import json, sys
 from pathlib import Path
+from replay_7b import record_schedule
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
 methods = ["sparrow", "sparrow-lvspec-pst"]
 kept, dropped = [], {m: 0 for m in methods}
@@ -203,9 +202,7 @@ for line in src.read_text().splitlines():
     r = json.loads(line)
     if r.get("method") not in methods or not r.get("target_passes"):
         continue
-    rounds = int(r["target_passes"])
-    at_least = [round(f * rounds) for f in r.get("acceptance_by_position") or []]
-    if sum(sum(1 for c in at_least if c > j) for j in range(rounds)) == int(r["accepted"]):
+    if record_schedule(r) is not None:
         kept.append(line)
     else:
         dropped[r["method"]] += 1

@@ -42,25 +42,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import sparrow_draft_step_gpu as sds  # noqa: E402  (shapes, bench target, machine info)
 
 
+def record_schedule(r: dict) -> list[int] | None:
+    """One eval record's per-round acceptance counts (order within the sample is not recorded).
+
+    ``acceptance_by_position[i]`` is over the rounds that drafted > i tokens: all of them but a last
+    round cut short by the token budget (it drafted ``short`` < K tokens). None when the counts do
+    not add up to the record's ``accepted``.
+    """
+    rounds = int(r["target_passes"])
+    rates = r.get("acceptance_by_position") or []
+    k = len(rates)
+    short = min(k, max(0, int(r["drafted"]) - (rounds - 1) * k))
+    at_least = [round(f * (rounds - 1 + (short > i))) for i, f in enumerate(rates)]  # rounds accepting >= i+1
+    ns = [sum(1 for c in at_least if c > j) for j in range(rounds)]  # round j: positions reached by > j rounds
+    return ns if sum(ns) == int(r["accepted"]) else None
+
+
 def schedules(records: Path, method: str, limit: int) -> list[list[int]]:
-    """Per sample, the acceptance count of each round (order within a sample is not recorded)."""
+    """Per sample of ``method`` in ``records``, the acceptance count of each round (:func:`record_schedule`)."""
     out = []
     for line in records.read_text().splitlines():
         r = json.loads(line)
         if r.get("method") != method or not r.get("target_passes"):
             continue
-        rounds = int(r["target_passes"])
-        # acceptance_by_position[i] is over the rounds that drafted > i tokens: all of them but a
-        # last round cut short by the token budget (it drafted `short` < K tokens).
-        k = len(r.get("acceptance_by_position") or [])
-        short = min(k, max(0, int(r["drafted"]) - (rounds - 1) * k))
-        at_least = [round(f * (rounds - 1 + (short > i)))  # rounds accepting >= i+1
-                    for i, f in enumerate(r.get("acceptance_by_position") or [])]
-        ns = []
-        for j in range(rounds):  # round j accepts as many positions as have > j rounds reaching them
-            ns.append(sum(1 for c in at_least if c > j))
-        if sum(ns) != int(r["accepted"]):
-            raise SystemExit(f"{r['sample_id']}: acceptance counts {ns} do not sum to accepted={r['accepted']}")
+        ns = record_schedule(r)
+        if ns is None:
+            raise SystemExit(f"{r['sample_id']}: acceptance counts do not sum to accepted={r['accepted']}")
         out.append(ns)
         if len(out) >= limit:
             break
