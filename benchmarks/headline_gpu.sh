@@ -45,9 +45,9 @@
 # Knobs: OUT (runs/headline), PHASES, DATA ($OUT/synthvid), DRAFT (the draft VLM for sd, lvspec,
 # lvspec-pst, fly; default the committed data/releases/synthvid-draft, which uses the same SynthVid
 # tokenizer as a freshly trained target; DRAFT=none leaves those four methods out), EVAL_LIMIT (40),
-# METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
+# MCQ_LIMIT (EVAL_LIMIT), METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
 # small so the train phase fits a 10-minute call), LONG_FRAMES (0: no long pass), LONG_SHORT_FRAMES
-# (64), LONG_LIMIT (10), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
+# (64), LONG_LIMIT (10), REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
 # NUM_VIDEOS (12000), WORKERS (8), VIDSPEC (vidspec), PY (python3), and every knob of
 # train_releases_gpu.sh (TARGET_TIME, SPARROW_TIME, ...). SMOKE=1: toy size on the CPU (the train
 # script's SMOKE, --device cpu, EVAL_LIMIT 2, replay --smoke, DDP on 2 CPU processes with gloo).
@@ -61,6 +61,7 @@ PHASES=${PHASES:-train,eval,replay,ddp}
 SMOKE=${SMOKE:-0}
 SEED=0  # not a knob: every seed of the run is fixed (see the header)
 EVAL_LIMIT=${EVAL_LIMIT:-40}
+MCQ_LIMIT=${MCQ_LIMIT:-$EVAL_LIMIT}
 FIGURES_LIMIT=${FIGURES_LIMIT:-20}
 METHODS=${METHODS:-ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-64}
@@ -76,13 +77,13 @@ DDP_BATCH=${DDP_BATCH:-256}
 DDP_ACCEL=gpu
 DDP_WORKERS=12
 DEV=cuda
-REPLAY_ARGS=()
+read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-vocab 32768"
 REPLAY_JSON=replay_7b.json
 if [[ "$SMOKE" == "1" ]]; then
-  EVAL_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1
+  EVAL_LIMIT=2; MCQ_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1
   LONG_SHORT_FRAMES=8
   DDP_STEPS=4; DDP_WARMUP=1; DDP_BATCH=4; DDP_ACCEL=cpu; DDP_WORKERS=0
-  REPLAY_ARGS=(--smoke --device cpu); REPLAY_JSON=replay_7b_smoke.json
+  REPLAY_ARGS+=(--smoke --device cpu); REPLAY_JSON=replay_7b_smoke.json
 fi
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=$SEED
 mkdir -p "$OUT"
@@ -165,7 +166,7 @@ if want eval; then
     echo "eval: no releases in $OUT/releases (run PHASES=train first)" >&2; exit 1
   fi
   eval_run eval-captions synthvid_captions "$DATA" "$EVAL_LIMIT" "$METHODS"
-  eval_run eval-mcq synthvid_mcq "$DATA" "$EVAL_LIMIT" "$METHODS"
+  eval_run eval-mcq synthvid_mcq "$DATA" "$MCQ_LIMIT" "$METHODS"
   if (( LONG_FRAMES > 0 )); then
     LONG_DATA=${LONG_DATA:-$OUT/synthvid-long$LONG_FRAMES}
     if [[ ! -f "$LONG_DATA/synthvid.json" ]]; then

@@ -22,6 +22,8 @@
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
 # FREEZE_VISION (true).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
+# Resumable by stage: a stage whose release is already exported is skipped, so a run killed by a
+# time limit is finished by running the same command again.
 # The releases land in $OUT/releases/{synthvid-target,synthvid-draft,sparrow-synthvid}; copy them
 # to data/releases/ to commit them.
 set -euo pipefail
@@ -93,6 +95,10 @@ fi
 train() {  # name recipe max_time max_steps extra...
   local name=$1 recipe=$2 max_time=$3 steps=$4; shift 4
   local run="$OUT/runs/$name" start; start=$(stamp)
+  if [[ -f "$OUT/releases/$name/manifest.json" ]]; then  # exported by an earlier call: resume after it
+    echo "== train $name: skipped, $OUT/releases/$name exists"; return
+  fi
+  rm -rf "$run"  # a stage killed before its export starts over (its wall-time budget is per stage)
   echo "== train $name ($recipe, at most $steps steps / $max_time)"
   $VIDSPEC train fit --config "configs/train/$recipe.yaml" "${COMMON[@]}" --trainer.max_time "$max_time" \
     --trainer.max_steps "$steps" --trainer.default_root_dir "$run" --trainer.logger.init_args.save_dir "$run" \
