@@ -23,6 +23,14 @@ def test_loaders_read_what_the_generator_writes(tmp_path):
         assert s.answer_letter in "ABCDE"[: len(s.options)]
         assert s.reference == s.options["ABCDE".index(s.answer_letter)]
         assert Path(s.video_path).is_file()
+    # The eval prompt is the training prompt, word for word: a SynthVid-trained target scored 0.29
+    # instead of 0.85 when the task worded the instruction differently.
+    from datasets import load_from_disk
+
+    from vidspec.evaluation.synthvid.questions import mcq_prompt
+
+    rows = load_from_disk(str(root / "mcq"))["validation"]
+    assert [s.prompt for s in mcq] == [mcq_prompt(r["question"], r["options"]) for r in rows]
     # The generator writes only the splits that have videos; asking for another is a clear error.
     with pytest.raises(BenchmarkError, match="has no split 'test'; it has \\['validation'\\]"):
         load_benchmark("synthvid_captions", root, split="test")
