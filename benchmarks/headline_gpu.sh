@@ -337,8 +337,9 @@ bars = []
 cap = doc["eval"].get("captions", {}).get("methods", {})
 
 
-def bar(name, value, target, ok):
-    bars.append({"bar": name, "value": value, "target": target, "met": bool(ok) if value is not None else None})
+def bar(name, value, target, ok, note=None):
+    bars.append({"bar": name, "value": value, "target": target, "met": bool(ok) if value is not None and ok is not None else None,
+                 **({"note": note} if note else {})})
 
 
 if "sparrow" in cap:
@@ -354,7 +355,13 @@ lf, sf = env["LONG_FRAMES"], env["LONG_SHORT_FRAMES"]
 lo, sh = doc["eval"].get(f"long{lf}"), doc["eval"].get(f"long{sf}")
 if lo and sh and "sparrow" in lo["methods"] and "sparrow" in sh["methods"]:
     r = lo["methods"]["sparrow"]["tau"] / sh["methods"]["sparrow"]["tau"]
-    bar(f"sparrow tau at {lf} vs {sf} frames", r, ">= 0.90", r >= 0.9)
+    # tau on text that says nothing about the video (a target trained on short clips may fall into
+    # repetition on long ones) compares degenerate text: then the bar is not judged.
+    recall = [(x["methods"].get("ar") or {}).get("fact_recall") for x in (sh, lo)]
+    said = all(v is not None and v > 0.05 for v in recall)
+    bar(f"sparrow tau at {lf} vs {sf} frames", r, ">= 0.90", (r >= 0.9) if said else None,
+        None if said else f"not judged: AR fact recall {recall[0]} / {recall[1]} (short / long); the target's "
+        "captions of these videos state (almost) no facts")
 if "speedup" in doc.get("ddp", {}):
     bar("DDP 2-GPU throughput ratio", doc["ddp"]["speedup"], ">= 1.85x", doc["ddp"]["speedup"] >= 1.85)
 doc["bars"] = bars
@@ -379,6 +386,6 @@ if "ddp" in doc:
 if bars:
     print("\n| issue 9 bar | value | target | met |\n|---|---|---|---|")
     for b in bars:
-        print(f"| {b['bar']} | {fmt(b['value'])} | {b['target']} | {b['met']} |")
+        print(f"| {b['bar']} | {fmt(b['value'])} | {b['target']} | {b['met']} |" + (f" {b['note']}" if b.get("note") else ""))
 print(f"\nwrote {out / 'headline.json'}")
 EOF

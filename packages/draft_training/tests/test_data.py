@@ -87,3 +87,25 @@ def test_resumable_sampler_continues_the_epoch():
     assert list(resumed) == full  # the skip applies once
     resumed.set_epoch(3)
     assert list(resumed) == list(ResumableSampler(data, num_replicas=1, rank=0, shuffle=True, seed=3, epoch=3))
+
+
+def test_train_loader_keeps_its_workers_across_epochs(tiny_dataset):
+    """Workers start once per fit, not once per epoch, and the batches stay those of num_workers=0."""
+    module = _module(tiny_dataset, "llava-ov")
+
+    def epochs(num_workers):
+        dm = _dm(tiny_dataset, module, num_workers=num_workers, shuffle=True)
+        loader = dm.train_dataloader()
+        out, iterators = [], []
+        for epoch in range(2):
+            loader.sampler.set_epoch(epoch)
+            it = iter(loader)
+            iterators.append(it)
+            out.append([b["input_ids"].tolist() for b in it])
+        return loader, out, iterators
+
+    loader0, ref, _ = epochs(0)
+    loader, got, its = epochs(2)
+    assert not loader0.persistent_workers and loader.persistent_workers
+    assert its[0] is its[1]  # the second epoch reuses the first epoch's worker processes
+    assert got == ref and ref[0] != ref[1]  # same batches as in-process loading; epochs reshuffle
