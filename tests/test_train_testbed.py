@@ -47,3 +47,15 @@ def test_release_script_smoke(tmp_path):
     fig = json.loads((out / "figures.json").read_text())
     assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True
     assert fig["mcq"]["questions"] == 2
+    # Resumable by stage: a rerun after the Sparrow release was lost retrains Sparrow only.
+    weights = out / "releases" / "synthvid-target" / "model.safetensors"
+    before = weights.read_bytes()
+    import shutil
+
+    shutil.rmtree(out / "releases" / "sparrow-synthvid")
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
+                          text=True, timeout=900, env=env, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "train synthvid-target: skipped" in proc.stdout and "train sparrow-synthvid (" in proc.stdout
+    assert weights.read_bytes() == before
+    assert (out / "releases" / "sparrow-synthvid" / "manifest.json").is_file()

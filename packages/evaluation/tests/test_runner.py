@@ -159,3 +159,21 @@ def test_out_that_is_a_file_is_a_user_error(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(ConfigError, match="--out"):
         run_eval(EvalConfig(benchmark="synthvid_captions", out=str(tmp_path / "f"), methods="ar", progress=False))
+
+
+def test_predicate_options_reach_the_verifier(synthvid, tmp_path):
+    """--predicate prob --eps reach LVSpec: with eps 1.0 no loose mismatch passes, with predicate
+    always (the same λ) some do; eps is recorded, and resuming with another eps is refused."""
+    def go(out, **kw):
+        cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / out),
+                         methods=("lvspec",), max_new_tokens=12, lam=1.0, progress=False, warmup=False, **kw)
+        run_eval(cfg)
+        return cfg, [r for r in read_jsonl(f"{cfg.out}/records.jsonl") if r["method"] == "lvspec"]
+
+    cfg, strictish = go("prob", predicate="prob", eps=1.0)
+    assert sum(r["loose_accepted"] for r in strictish) == 0
+    assert json.loads(open(f"{cfg.out}/config.json").read())["eps"] == 1.0
+    _, loose = go("always", predicate="always")
+    assert sum(r["loose_accepted"] for r in loose) > 0
+    with pytest.raises(ConfigError, match="another config"):
+        run_eval(EvalConfig(**{**cfg.to_dict(), "methods": cfg.methods, "eps": 0.5}))

@@ -72,6 +72,8 @@ def generate(
     top_n: int = 10,
     relevance_layer: int | None = None,
     predicate: str = "always",
+    eps: float = 0.01,
+    top_k: int = 5,
     pst_window: int = 3,
     protect: bool = True,
     scorer: str = "cosine",
@@ -104,6 +106,9 @@ def generate(
         top_n: LVSpec: visual tokens averaged in the relevance score.
         relevance_layer: hidden-state layer for relevance (default: the middle layer).
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
+        eps: predicate prob: accept a loose mismatch when the target gives the draft token at least
+            this probability.
+        top_k: predicate topk: accept a loose mismatch when the draft token is in the target's top k.
         pst_window: PST: positions a shifted token may move (lvspec-pst).
         protect: keep negations, numbers and comparatives strict under loose verification.
         scorer: LVSpec relevance scorer: cosine (top-N cosine to visual tokens, the paper's), attention
@@ -147,7 +152,8 @@ def generate(
             load_draft_vocab(draft, draft_vocab)
     elif draft_vocab is not None:
         raise ConfigError(f"--draft-vocab applies to the Sparrow methods, not to {method}")
-    loose = dict(lam=lam, top_n=top_n, predicate=predicate, pst_window=pst_window, protect=protect, **relevance)
+    loose = dict(lam=lam, top_n=top_n, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window,
+                 protect=protect, **relevance)
     decoder = build_decoder(
         method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
         relevance_layer=relevance_layer, temperature=temperature, loose=loose,

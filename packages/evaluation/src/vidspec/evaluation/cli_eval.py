@@ -44,6 +44,8 @@ def evaluate(
     top_n: int = 10,
     relevance_layer: int | None = None,
     predicate: str = "always",
+    eps: float = 0.01,
+    top_k: int = 5,
     pst_window: int = 3,
     protect: bool = True,
     scorer: str = "cosine",
@@ -82,6 +84,9 @@ def evaluate(
         top_n: LVSpec visual tokens averaged in the relevance score.
         relevance_layer: hidden-state layer for relevance (default: the middle layer).
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
+        eps: predicate prob: accept a loose mismatch when the target gives the draft token at least
+            this probability (0.1 kept every fact on the SynthVid testbed, benchmarks/loose_predicate.py).
+        top_k: predicate topk: accept a loose mismatch when the draft token is in the target's top k.
         pst_window: PST window.
         protect: keep negations, numbers and comparatives strict under loose verification.
         scorer: LVSpec relevance scorer: cosine (the paper's), attention (attention mass on visual positions;
@@ -113,7 +118,7 @@ def evaluate(
         benchmark=benchmark, out=out, data=data, split=split, limit=limit, video_dir=video_dir, target=target,
         draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k,
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
-        relevance_layer=relevance_layer, predicate=predicate, pst_window=pst_window, protect=protect,
+        relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
         scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, draft_vocab=draft_vocab, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )

@@ -76,7 +76,7 @@ RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", 
 #: Values of config fields added after runs were recorded without them (resuming such a run is allowed
 #: when the new value is this default).
 ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None,
-                                  "draft_vocab": None}
+                                  "draft_vocab": None, "eps": 0.01, "top_k": 5}
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,8 @@ class EvalConfig:
         top_n: LVSpec visual tokens averaged in the relevance score.
         relevance_layer: hidden-state layer for relevance (default: the middle layer).
         predicate: LVSpec loose acceptance predicate: always, topk or prob.
+        eps: ε of the "prob" predicate.
+        top_k: k of the "topk" predicate.
         pst_window: PST window.
         protect: keep negations, numbers and comparatives strict under loose verification.
         scorer: LVSpec relevance scorer: cosine, attention (eager engine only), probe or random.
@@ -141,6 +143,8 @@ class EvalConfig:
     top_n: int = 10
     relevance_layer: int | None = None
     predicate: str = "always"
+    eps: float = 0.01
+    top_k: int = 5
     pst_window: int = 3
     protect: bool = True
     scorer: str = "cosine"
@@ -248,7 +252,8 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     time, and each prefill starts the wrapper's cache afresh. The target and the draft VLM always
     get separate wrappers, even when they are one module.
     """
-    loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, pst_window=config.pst_window,
+    loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, eps=config.eps, top_k=config.top_k,
+                 pst_window=config.pst_window,
                  protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe))
     target, draft_vlm = models.target, models.draft
     if config.engine == "fast":
