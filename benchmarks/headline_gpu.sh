@@ -47,7 +47,9 @@
 # tokenizer as a freshly trained target; DRAFT=none leaves those four methods out), EVAL_LIMIT (40),
 # MCQ_LIMIT (EVAL_LIMIT), METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
 # small so the train phase fits a 10-minute call), LONG_FRAMES (0: no long pass), LONG_SHORT_FRAMES
-# (64), LONG_LIMIT (10), REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
+# (64), LONG_LIMIT (10), REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
+# arguments for every eval run, e.g. "--predicate prob --eps 0.1": the loose predicate that kept every fact in
+# benchmarks/loose_predicate.py; use another OUT, since a run folder refuses a changed config), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
 # NUM_VIDEOS (12000), WORKERS (8), VIDSPEC (vidspec), PY (python3), and every knob of
 # train_releases_gpu.sh (TARGET_TIME, SPARROW_TIME, ...). SMOKE=1: toy size on the CPU (the train
 # script's SMOKE, --device cpu, EVAL_LIMIT 2, replay --smoke, DDP on 2 CPU processes with gloo).
@@ -77,6 +79,7 @@ DDP_BATCH=${DDP_BATCH:-256}
 DDP_ACCEL=gpu
 DDP_WORKERS=12
 DEV=cuda
+read -r -a EVAL_ARGS <<< "${EVAL_EXTRA:-}"  # e.g. EVAL_EXTRA="--predicate prob --eps 0.1"
 read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-vocab 32768"
 REPLAY_JSON=replay_7b.json
 if [[ "$SMOKE" == "1" ]]; then
@@ -158,7 +161,7 @@ eval_run() {  # name benchmark data limit methods [vidspec eval args...]
   echo "== $name: $bench, $methods, $limit samples"
   $VIDSPEC eval --benchmark "$bench" --data "$data" --split validation --target "$TARGET" "${DRAFT_ARGS[@]}" \
     --sparrow "$SPARROW" --methods "$methods" --engine fast --device "$DEV" --limit "$limit" \
-    --max_new_tokens "$MAX_NEW_TOKENS" --out "$OUT/$name" --no_progress true "$@"
+    --max_new_tokens "$MAX_NEW_TOKENS" --out "$OUT/$name" --no_progress true "${EVAL_ARGS[@]}" "$@"
   took "$name" "$t"
 }
 if want eval; then
