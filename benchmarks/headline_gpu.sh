@@ -45,7 +45,7 @@
 # Knobs: OUT (runs/headline), PHASES, DATA ($OUT/synthvid), DRAFT (the draft VLM for sd, lvspec,
 # lvspec-pst, fly; default the committed data/releases/synthvid-draft, which uses the same SynthVid
 # tokenizer as a freshly trained target; DRAFT=none leaves those four methods out), EVAL_LIMIT (40),
-# MCQ_LIMIT (EVAL_LIMIT), METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
+# MCQ_LIMIT (EVAL_LIMIT), HF_LIMIT (20: videos of the HF generate comparison), METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
 # small so the train phase fits a 10-minute call), LONG_FRAMES (0: no long pass), LONG_SHORT_FRAMES
 # (64), LONG_LIMIT (10), REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
 # arguments for every eval run, e.g. "--predicate prob --eps 0.1": the loose predicate that kept every fact in
@@ -64,6 +64,7 @@ SMOKE=${SMOKE:-0}
 SEED=0  # not a knob: every seed of the run is fixed (see the header)
 EVAL_LIMIT=${EVAL_LIMIT:-40}
 MCQ_LIMIT=${MCQ_LIMIT:-$EVAL_LIMIT}
+HF_LIMIT=${HF_LIMIT:-20}
 FIGURES_LIMIT=${FIGURES_LIMIT:-20}
 METHODS=${METHODS:-ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-64}
@@ -83,7 +84,7 @@ read -r -a EVAL_ARGS <<< "${EVAL_EXTRA:-}"  # e.g. EVAL_EXTRA="--predicate prob 
 read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-vocab 32768"
 REPLAY_JSON=replay_7b.json
 if [[ "$SMOKE" == "1" ]]; then
-  EVAL_LIMIT=2; MCQ_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1
+  EVAL_LIMIT=2; MCQ_LIMIT=2; HF_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1
   LONG_SHORT_FRAMES=8
   DDP_STEPS=4; DDP_WARMUP=1; DDP_BATCH=4; DDP_ACCEL=cpu; DDP_WORKERS=0
   REPLAY_ARGS+=(--smoke --device cpu); REPLAY_JSON=replay_7b_smoke.json
@@ -170,6 +171,15 @@ if want eval; then
   fi
   eval_run eval-captions synthvid_captions "$DATA" "$EVAL_LIMIT" "$METHODS"
   eval_run eval-mcq synthvid_mcq "$DATA" "$MCQ_LIMIT" "$METHODS"
+  if [[ -f "$OUT/eval-hf/hf_generate_e2e.json" ]]; then
+    skip eval-hf "$OUT/eval-hf/hf_generate_e2e.json"
+  else  # issue 9: end-to-end tokens/s against transformers' own generate on the same target
+    t=$(stamp)
+    echo "== eval-hf: HF generate vs our ar and sparrow, end to end, $HF_LIMIT videos"
+    $PY benchmarks/hf_generate_e2e.py --data "$DATA" --target "$TARGET" --sparrow "$SPARROW" --limit "$HF_LIMIT" \
+      --max-new-tokens "$MAX_NEW_TOKENS" --device "$DEV" --engine fast --out "$OUT/eval-hf" 2>&1 | grep -v -i warn | tail -8
+    took eval-hf "$t"
+  fi
   if (( LONG_FRAMES > 0 )); then
     LONG_DATA=${LONG_DATA:-$OUT/synthvid-long$LONG_FRAMES}
     if [[ ! -f "$LONG_DATA/synthvid.json" ]]; then
@@ -322,6 +332,12 @@ for d in runs:
             "methods": {m: {k: v.get(k) for k in KEYS} for m, v in s["methods"].items()},
         }
 
+hf = load(out / "eval-hf" / "hf_generate_e2e.json")
+if hf:
+    doc["hf_generate"] = {"samples": hf["samples"], "engine": hf["engine"], "device": hf["device"],
+                          "results": {n: {k: v[k] for k in ("tokens_per_s", "ratio_to_hf_generate", "identical_to_hf_generate")}
+                                      for n, v in hf["results"].items()}}
+
 rep = load(out / "replay" / env["REPLAY_JSON"])
 if rep:
     doc["replay"] = {"rows": rep["rows"], "filter": load(out / "replay" / "filter.json"),
@@ -379,6 +395,11 @@ for name, e in doc["eval"].items():
         print(f"| {name} | {m} | {v['n_samples']} | {fmt(v['tau'])} | {fmt(v['dsr'], suffix='x')} | "
               f"{fmt(v['esr'], suffix='x')} | {fmt(v['retention'], '.1%')} | {fmt(v['accuracy'], '.2f')} | "
               f"{fmt(v['token_identical_share'], '.0%')} |")
+if "hf_generate" in doc:
+    print(f"\nEnd to end vs transformers' generate on the same target ({doc['hf_generate']['samples']} videos)\n"
+          "| decoder | tokens/s | vs HF generate | identical to HF generate |\n|---|---|---|---|")
+    for n, v in doc["hf_generate"]["results"].items():
+        print(f"| {n} | {v['tokens_per_s']:.1f} | {v['ratio_to_hf_generate']:.2f}x | {v['identical_to_hf_generate']:.0%} |")
 if "replay" in doc:
     print("\n7B-shape replay (projection: measured costs, replayed acceptance)\n"
           "| family | visual tokens | method | τ | DSR |\n|---|---|---|---|---|")

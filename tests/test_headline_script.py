@@ -17,7 +17,8 @@ METHODS = {"ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec
 STRICT = ("ar", "sd", "sparrow")
 # Knobs of the script that a caller's shell could carry into the test.
 KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
-         "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS")
+         "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
+         "REPLAY_EXTRA")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -49,15 +50,19 @@ def test_headline_script_smoke(tmp_path):
     assert doc["eval"]["mcq"]["methods"]["ar"]["accuracy"] is not None
     for run in ("long8", "long16"):  # the same held-out videos read at 8 and 16 frames
         assert set(doc["eval"][run]["methods"]) == {"ar", "sparrow"} and doc["eval"][run]["frames"] == int(run[4:])
+    hf = doc["hf_generate"]["results"]  # end to end against transformers' generate on the same target
+    assert set(hf) == {"hf-generate", "ar", "sparrow"} and hf["hf-generate"]["ratio_to_hf_generate"] == 1.0
+    assert hf["ar"]["identical_to_hf_generate"] == 1.0 and all(v["tokens_per_s"] > 0 for v in hf.values())
     replay = doc["replay"]
     assert replay["rows"] and {r["method"] for r in replay["rows"]} == set(replay["filter"]["methods"])
     assert all(r["dsr"] > 0 and r["tau"] >= 1.0 for r in replay["rows"])
     assert [r["devices"] for r in doc["ddp"]["results"]] == [1, 2] and doc["ddp"]["speedup"] > 0
     assert {b["bar"] for b in doc["bars"]} >= {"sparrow DSR, token-identical", "DDP 2-GPU throughput ratio"}
     assert "| captions | sparrow |" in first.stdout and "7B-shape replay" in first.stdout
+    assert "vs transformers' generate" in first.stdout
 
     second, second_s = _run(env)  # same OUT: every phase is done, nothing is recomputed
-    for step in ("train", "eval-captions", "eval-mcq", "eval-long8", "eval-long16", "replay", "ddp"):
+    for step in ("train", "eval-captions", "eval-mcq", "eval-hf", "eval-long8", "eval-long16", "replay", "ddp"):
         assert f"== {step}: skipped, outputs exist" in second.stdout, step
     assert "train_releases_gpu.sh PROFILE=gpu" not in second.stdout
     assert second_s < max(20.0, first_s / 4), (first_s, second_s)

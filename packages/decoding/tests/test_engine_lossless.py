@@ -13,24 +13,12 @@ FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
 N = 48
 
 
-def hf_greedy(target, request, n):
-    """The reference: transformers' own generate() on the same inputs."""
-    ids, vis = target.build_prompt(request)
-    kw = dict(vis.tensors)
-    if target.family == "qwen2.5-vl":
-        kw["mm_token_type_ids"] = (ids[None] == target.video_token_id).int() * 2
-        kw["second_per_grid_ts"] = vis.extra["second_per_grid_ts"]
-    out = target.model.generate(input_ids=ids[None], attention_mask=torch.ones_like(ids[None]), max_new_tokens=n,
-                                do_sample=False, **kw)
-    return out[0, ids.shape[0]:].tolist()
-
-
 @pytest.mark.parametrize("name", FAMILIES)
 def test_ar_matches_transformers_generate(tiny, clip, name):
     target = tiny(name)
     req = Request("Describe the video.", clip)
     ours = SpeculativeDecoder(target, NoDrafter()).generate(req, max_new_tokens=N)
-    ref = hf_greedy(target, req, N)
+    ref = target.hf_generate(req, N)  # transformers' own generate() on the same inputs
     # generate() may stop at eos earlier; compare the common prefix and the lengths' consistency
     assert list(ours.token_ids) == ref[: len(ours.token_ids)]
     assert ours.tau == 1.0 and ours.target_passes == len(ours.token_ids) - 1

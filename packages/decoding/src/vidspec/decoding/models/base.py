@@ -303,6 +303,25 @@ class HFVideoTarget:
         ids = ids + self.tokenizer(after, add_special_tokens=False)["input_ids"]
         return torch.tensor(ids, dtype=torch.long), visual
 
+    def generate_inputs(self, ids: torch.Tensor, visual: VisualInputs | None) -> dict[str, Any]:
+        """Keyword inputs of transformers' ``self.model.generate`` for a :meth:`build_prompt` prompt."""
+        input_ids = ids[None].to(self.device)
+        kw: dict[str, Any] = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+        if visual is not None:
+            kw.update(visual.tensors)
+        return kw
+
+    @torch.inference_mode()
+    def hf_generate(self, request: Request, max_new_tokens: int) -> list[int]:
+        """transformers' own greedy ``generate`` (its dynamic cache) on this adapter's prompt.
+
+        The reference our AR decoding is tested against (token-identical) and the baseline of
+        ``benchmarks/hf_generate_e2e.py``. Returns the new token ids (an EOS, if reached, included).
+        """
+        ids, visual = self.build_prompt(request)
+        out = self.model.generate(**self.generate_inputs(ids, visual), max_new_tokens=max_new_tokens, do_sample=False)
+        return out[0, ids.shape[0]:].tolist()
+
     def _lm(self, embeds: torch.Tensor, positions: torch.Tensor, cache, hidden: bool,
             attention_mask: torch.Tensor | None = None):
         lm = self.model.model.language_model

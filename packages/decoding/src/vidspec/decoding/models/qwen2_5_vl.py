@@ -95,6 +95,13 @@ class Qwen2_5_VLTarget(HFVideoTarget):
             extra={"video_grid_thw": grid_thw, "second_per_grid_ts": torch.tensor([self.temporal_patch_size / fps])},
         )
 
+    def generate_inputs(self, ids: torch.Tensor, visual: VisualInputs | None) -> dict:
+        kw = super().generate_inputs(ids, visual)
+        if visual is not None:  # what the HF processor adds for videos: the token types and the clip's timing
+            kw["mm_token_type_ids"] = (kw["input_ids"] == self.video_token_id).int() * 2
+            kw["second_per_grid_ts"] = visual.extra["second_per_grid_ts"]
+        return kw
+
     def prefill_positions(self, input_ids: torch.Tensor, visual: VisualInputs | None):
         n = input_ids.shape[1]
         if visual is None:
