@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from vidspec.decoding.drafters import ModelDrafter, NoDrafter
 from vidspec.decoding.engine import SpeculativeDecoder
