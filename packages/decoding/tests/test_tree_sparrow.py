@@ -1,0 +1,150 @@
+"""Tree drafting with a Sparrow draft: lossless, a top-1 tree is the chain, commit leaves the chain's state."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.fast import FastTarget, TreeSparrowDecoder, TreeSparrowDrafter, TreeSpeculativeDecoder
+from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
+from vidspec.decoding.types import Request, VerifyOutput
+
+FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
+HEAD_IDS = list(range(0, 512, 2))  # a draft vocabulary of every other token id
+
+
+def aligned_sparrow(target):
+    """A Sparrow draft that often agrees with a tiny target (a random one never does).
+
+    Its FC passes the token embedding through (z_t = e_t) and its layer is a copy of the target's
+    last layer, so it is the target with the first layer skipped: in a tiny random model the
+    residual stream is mostly the embedding, and the draft predicts the target's token often.
+    """
+    m = new_sparrow_for(target)
+    d = m.config.hidden_size
+    with torch.no_grad():
+        m.fc.weight.zero_()
+        m.fc.weight[:, :d].copy_(torch.eye(d))
+        m.layer.load_state_dict(target.model.model.language_model.layers[-1].state_dict())
+    return m
+
+
+@pytest.fixture(scope="module")
+def drafts(tiny):
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = aligned_sparrow(tiny(name))
+        return cache[name]
+
+    return get
+
+
+def started(target, drafter, req):
+    state = target.prefill(req, frozenset({"penult"}))
+    first = int(state.first_logits.argmax())
+    drafter.begin(target, state, first)
+    return state, first
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_tree_sparrow_is_token_identical_to_ar(tiny, clip, drafts, name):
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
+    chain = SpeculativeDecoder(target, SparrowDrafter(drafts(name)), k=4, method="sparrow").generate(req, max_new_tokens=32)
+    dec = TreeSparrowDecoder(target, TreeSparrowDrafter(drafts(name)), total_tokens=12, depth=4, top_k=4)
+    res = dec.generate(req, max_new_tokens=32)
+    assert res.token_ids == ar.token_ids
+    assert all(s.drafted <= 12 for s in res.steps)
+    # the draft agrees with the target, so paths are accepted and the tree beats the chain
+    assert sum(s.accepted for s in res.steps) > 0 and res.tau >= chain.tau > 1.0
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_tree_sparrow_on_fast_target_with_draft_vocabulary(tiny, clip, drafts, name):
+    target = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=24)
+    drafter = TreeSparrowDrafter(drafts(name), head_ids=HEAD_IDS)
+    res = TreeSparrowDecoder(FastTarget(target, max_len=512), drafter, total_tokens=10, depth=3,
+                             top_k=3).generate(req, max_new_tokens=24)
+    assert res.token_ids == ar.token_ids
+    started(target, drafter, req)
+    tree = drafter.propose_tree(depth=3, top_k=3, total=10)
+    assert set(tree.tokens) <= set(HEAD_IDS)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("head_ids", [None, HEAD_IDS], ids=["full", "vocab"])
+def test_top1_tree_is_the_chain(tiny, clip, drafts, name, head_ids):
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    chain = SparrowDrafter(drafts(name), head_ids=head_ids)
+    tree = TreeSparrowDrafter(drafts(name), head_ids=head_ids)
+    started(target, chain, req)
+    started(target, tree, req)
+    base = tree.cache_length
+    want = chain.propose(5).tokens
+    got = tree.propose_tree(depth=5, top_k=1, total=5)
+    assert got.tokens == want
+    assert got.parents == (-1, 0, 1, 2, 3)
+    assert all(a >= b for a, b in zip(got.scores, got.scores[1:]))
+    # only x_last stays in the cache; the tree's own entries are dropped
+    assert tree.cache_length == base + 1
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("head_ids", [None, HEAD_IDS], ids=["full", "vocab"])
+def test_commit_leaves_the_chain_drafters_state(tiny, clip, drafts, name, head_ids):
+    """Accept the chain's first two tokens out of a wider tree: the tree drafter's cache, pending
+    inputs and next proposals equal the chain drafter's after the same tokens and target states."""
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    chain = SparrowDrafter(drafts(name), head_ids=head_ids)
+    tree = TreeSparrowDrafter(drafts(name), head_ids=head_ids)
+    started(target, chain, req)
+    state, first = started(target, tree, req)
+    d = chain.propose(4).tokens
+    t = tree.propose_tree(depth=3, top_k=3, total=100)  # total above the node count: every node kept
+    a = t.tokens.index(d[0])
+    assert t.parents[a] == -1
+    b = next(i for i, (tok, p) in enumerate(zip(t.tokens, t.parents)) if tok == d[1] and p == a)
+    tokens, parents = t.with_root(first)
+    out = target.verify_tree(state, tokens, parents, frozenset({"penult"}))
+    path = torch.tensor([0, a + 1, b + 1])
+    rows = out.hidden_penult[path]
+    nxt = int(out.logits[b + 1].argmax())
+    tree._path_penult = rows  # what TreeSparrowDecoder's verifier tap records
+    tree.commit([d[0], d[1]], nxt)
+    chain.commit(2, nxt, VerifyOutput(logits=out.logits[path], hidden_penult=rows))
+    c, p = chain._pending, tree.chain._pending
+    assert c.tokens == p.tokens and c.index == p.index
+    assert all(torch.equal(x, y) for x, y in zip(c.hidden, p.hidden))
+    assert chain.cache_length == tree.cache_length and chain._cache_index == tree.chain._cache_index
+    for lc, lt in zip(chain.cache.layers, tree.chain.cache.layers):
+        assert torch.equal(lc.keys, lt.keys) and torch.equal(lc.values, lt.values)
+    assert tree.propose_tree(depth=4, top_k=1, total=4).tokens == chain.propose(4).tokens
+
+
+def test_plain_tree_decoder_without_the_tap_is_refused(tiny, clip, drafts):
+    name = "tiny-llava-ov"
+    dec = TreeSpeculativeDecoder(tiny(name), TreeSparrowDrafter(drafts(name)), total_tokens=6, depth=2, top_k=3)
+    with pytest.raises(RuntimeError, match="TreeSparrowDecoder"):
+        dec.generate(Request("Describe the video.", clip), max_new_tokens=8)
+
+
+def test_loose_verifier_through_the_tap(tiny, clip, drafts):
+    """The tap keeps the wrapped verifier's name and needs; LVSpec at λ = 0 stays lossless."""
+    from vidspec.decoding.verifiers.registry import build_verifier
+
+    name = "tiny-qwen2.5-vl"
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=16)
+    verifier = build_verifier("lvspec", tokenizer=target.tokenizer, lam=0.0)
+    dec = TreeSparrowDecoder(target, TreeSparrowDrafter(drafts(name)), verifier, total_tokens=8, depth=3, top_k=3)
+    assert dec.verifier.name == verifier.name and dec.verifier.need == verifier.need | {"penult"}
+    assert dec.generate(req, max_new_tokens=16).token_ids == ar.token_ids
