@@ -10,7 +10,7 @@ One process, CPU, greedy, batch 1, strict (lossless) verification: the committed
 (``data/releases/synthvid-target``) and Sparrow draft (``data/releases/sparrow-synthvid``),
 SynthVid held-out captions (one caption row per video, the target's caption style). Methods: AR,
 chain Sparrow (``sparrow`` method, K = 4, 6 and 8 by default) and tree Sparrow
-(:class:`~vidspec.decoding.fast.TreeSparrowDecoder`) at the ``total-depth-top_k`` settings given.
+(:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder` with a :class:`~vidspec.decoding.fast.TreeSparrowDrafter`) at the ``total-depth-top_k`` settings given.
 Per method: τ, mean accepted draft tokens per round, target-pass tokens per round (drafted + 1:
 what the verify pass runs), share of outputs token-identical to AR (must be 100%: strict
 verification is lossless), draft and verify seconds. Writes ``sparrow_tree_cpu.json`` with machine
@@ -67,7 +67,7 @@ def main() -> None:
     from datasets import load_from_disk
     from tqdm import tqdm
 
-    from vidspec.decoding.fast import TreeSparrowDecoder, TreeSparrowDrafter
+    from vidspec.decoding.fast import TreeSparrowDrafter, TreeSpeculativeDecoder
     from vidspec.decoding.methods import build_decoder
     from vidspec.decoding.models import load_target
     from vidspec.decoding.types import Request
@@ -82,7 +82,7 @@ def main() -> None:
         decs[f"chain K={k}"] = build_decoder("sparrow", target=target, draft=args.sparrow, k=k)
     drafter = TreeSparrowDrafter.from_pretrained(args.sparrow, target)  # one drafter serves every tree shape
     for name, shape in trees.items():
-        decs[name] = TreeSparrowDecoder(target, drafter, **shape)
+        decs[name] = TreeSpeculativeDecoder(target, drafter, method="tree-sparrow", **shape)
 
     rows, seen = [], set()
     for r in load_from_disk(str(data))[args.split]:

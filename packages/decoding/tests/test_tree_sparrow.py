@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from vidspec.decoding.engine import SpeculativeDecoder
-from vidspec.decoding.fast import FastTarget, TreeSparrowDecoder, TreeSparrowDrafter, TreeSpeculativeDecoder
+from vidspec.decoding.fast import FastTarget, TreeSparrowDrafter, TreeSpeculativeDecoder
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
 from vidspec.decoding.types import Request, VerifyOutput
 
@@ -55,7 +55,7 @@ def test_tree_sparrow_is_token_identical_to_ar(tiny, clip, drafts, name):
     req = Request("Describe the video.", clip)
     ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
     chain = SpeculativeDecoder(target, SparrowDrafter(drafts(name)), k=4, method="sparrow").generate(req, max_new_tokens=32)
-    dec = TreeSparrowDecoder(target, TreeSparrowDrafter(drafts(name)), total_tokens=12, depth=4, top_k=4)
+    dec = TreeSpeculativeDecoder(target, TreeSparrowDrafter(drafts(name)), total_tokens=12, depth=4, top_k=4)
     res = dec.generate(req, max_new_tokens=32)
     assert res.token_ids == ar.token_ids
     assert all(s.drafted <= 12 for s in res.steps)
@@ -69,7 +69,7 @@ def test_tree_sparrow_on_fast_target_with_draft_vocabulary(tiny, clip, drafts, n
     req = Request("What happens in this video?", clip)
     ar = SpeculativeDecoder(target).generate(req, max_new_tokens=24)
     drafter = TreeSparrowDrafter(drafts(name), head_ids=HEAD_IDS)
-    res = TreeSparrowDecoder(FastTarget(target, max_len=512), drafter, total_tokens=10, depth=3,
+    res = TreeSpeculativeDecoder(FastTarget(target, max_len=512), drafter, total_tokens=10, depth=3,
                              top_k=3).generate(req, max_new_tokens=24)
     assert res.token_ids == ar.token_ids
     started(target, drafter, req)
@@ -117,8 +117,7 @@ def test_commit_leaves_the_chain_drafters_state(tiny, clip, drafts, name, head_i
     path = torch.tensor([0, a + 1, b + 1])
     rows = out.hidden_penult[path]
     nxt = int(out.logits[b + 1].argmax())
-    tree._path_penult = rows  # what TreeSparrowDecoder's verifier tap records
-    tree.commit([d[0], d[1]], nxt)
+    tree.commit([d[0], d[1]], nxt, VerifyOutput(logits=out.logits[path], hidden_penult=rows))
     chain.commit(2, nxt, VerifyOutput(logits=out.logits[path], hidden_penult=rows))
     c, p = chain._pending, tree.chain._pending
     assert c.tokens == p.tokens and c.index == p.index
@@ -129,15 +128,19 @@ def test_commit_leaves_the_chain_drafters_state(tiny, clip, drafts, name, head_i
     assert tree.propose_tree(depth=4, top_k=1, total=4).tokens == chain.propose(4).tokens
 
 
-def test_plain_tree_decoder_without_the_tap_is_refused(tiny, clip, drafts):
+def test_commit_without_target_states_is_refused(tiny, clip, drafts):
+    """A caller that does not pass the path's target rows gets a clear error, not a silent drift."""
     name = "tiny-llava-ov"
-    dec = TreeSpeculativeDecoder(tiny(name), TreeSparrowDrafter(drafts(name)), total_tokens=6, depth=2, top_k=3)
-    with pytest.raises(RuntimeError, match="TreeSparrowDecoder"):
-        dec.generate(Request("Describe the video.", clip), max_new_tokens=8)
+    target = tiny(name)
+    tree = TreeSparrowDrafter(drafts(name))
+    started(target, tree, Request("Describe the video.", clip))
+    t = tree.propose_tree(depth=2, top_k=3, total=6)
+    with pytest.raises(RuntimeError, match="penultimate states"):
+        tree.commit([t.tokens[0]], 0)
 
 
-def test_loose_verifier_through_the_tap(tiny, clip, drafts):
-    """The tap keeps the wrapped verifier's name and needs; LVSpec at λ = 0 stays lossless."""
+def test_loose_verifier_on_a_sparrow_tree(tiny, clip, drafts):
+    """The decoder asks the target for the drafter's needs beside the verifier's; LVSpec at λ = 0 stays lossless."""
     from vidspec.decoding.verifiers.registry import build_verifier
 
     name = "tiny-qwen2.5-vl"
@@ -145,6 +148,6 @@ def test_loose_verifier_through_the_tap(tiny, clip, drafts):
     req = Request("Describe the video.", clip)
     ar = SpeculativeDecoder(target).generate(req, max_new_tokens=16)
     verifier = build_verifier("lvspec", tokenizer=target.tokenizer, lam=0.0)
-    dec = TreeSparrowDecoder(target, TreeSparrowDrafter(drafts(name)), verifier, total_tokens=8, depth=3, top_k=3)
-    assert dec.verifier.name == verifier.name and dec.verifier.need == verifier.need | {"penult"}
+    dec = TreeSpeculativeDecoder(target, TreeSparrowDrafter(drafts(name)), verifier, total_tokens=8, depth=3, top_k=3)
+    assert dec.verifier is verifier
     assert dec.generate(req, max_new_tokens=16).token_ids == ar.token_ids

@@ -5,7 +5,7 @@
 - :class:`FastModelDrafter` / :class:`FastStrictVerifier`: greedy drafting and strict greedy
   verification with device-side token chaining and acceptance (one host sync per round).
 - :class:`TreeSpeculativeDecoder` and :class:`TreeModelDrafter`: EAGLE-2-style dynamic trees.
-- :class:`TreeSparrowDecoder` and :class:`TreeSparrowDrafter`: the same trees grown by a Sparrow draft (eager).
+- :class:`TreeSparrowDrafter`: the same trees grown by a Sparrow draft (eager), for :class:`TreeSpeculativeDecoder`.
 - :class:`FastSparrowDrafter`: a Sparrow draft on a static text-only cache, draft steps as CUDA graphs.
 - :class:`FastQwenVision`: Qwen2.5-VL's vision tower with all attention windows in a few SDPA calls.
 
@@ -27,7 +27,6 @@ _LAZY = {
     "TreeModelDrafter": "vidspec.decoding.fast.tree",
     "TreeSpeculativeDecoder": "vidspec.decoding.fast.tree",
     "tree_mask_and_depth": "vidspec.decoding.fast.tree",
-    "TreeSparrowDecoder": "vidspec.decoding.fast.tree_sparrow",
     "TreeSparrowDrafter": "vidspec.decoding.fast.tree_sparrow",
     "FastQwenVision": "vidspec.decoding.fast.vision",
     "FastSparrowDrafter": "vidspec.decoding.fast.sparrow",
@@ -48,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
         TreeSpeculativeDecoder,
         tree_mask_and_depth,
     )
-    from vidspec.decoding.fast.tree_sparrow import TreeSparrowDecoder, TreeSparrowDrafter
+    from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
     from vidspec.decoding.fast.vision import FastQwenVision
 
 
@@ -71,7 +70,6 @@ __all__ = [
     "FastVerifyOutput",
     "StaticKVCache",
     "TreeModelDrafter",
-    "TreeSparrowDecoder",
     "TreeSparrowDrafter",
     "TreeSpeculativeDecoder",
     "tree_mask_and_depth",

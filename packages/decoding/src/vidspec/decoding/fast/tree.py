@@ -42,8 +42,9 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -139,6 +140,69 @@ def best_path(tokens: list[int], parents: list[int], scores: list[float], argmax
     return path, matched
 
 
+#: One level pass of a tree drafter: given the frontier (node indices) and the tree so far (tokens,
+#: parents, depths), run the draft over those nodes and return each one's best children: ``(n, w)``
+#: log-probabilities and token ids, on the CPU.
+LevelFn = Callable[[list[int], list[int], list[int], list[int]], tuple[torch.Tensor, torch.Tensor]]
+
+
+def grow_tree(root: tuple[torch.Tensor, torch.Tensor], level: LevelFn, depth: int, top_k: int, total: int) -> DraftTree:
+    """EAGLE-2 growth and rerank, shared by the tree drafters (see the module docstring).
+
+    Args:
+        root: ``(w,)`` log-probabilities and token ids of the root's best children (depth 1), CPU.
+        level: the drafter's level pass (:data:`LevelFn`); called ``depth - 1`` times.
+        depth: tree depth.
+        top_k: frontier width (the ``top_k`` children of best cumulative score go on).
+        total: nodes kept.
+    """
+    tokens: list[int] = []
+    parents: list[int] = []
+    scores: list[float] = []
+    depths: list[int] = []
+    for s, t in zip(root[0].tolist(), root[1].tolist()):
+        tokens.append(t)
+        parents.append(-1)
+        scores.append(s)
+        depths.append(1)
+    frontier = list(range(len(tokens)))
+    for _ in range(depth - 1):
+        v, i = level(frontier, tokens, parents, depths)
+        cand = (torch.tensor([scores[f] for f in frontier])[:, None] + v).flatten()
+        width = v.shape[1]
+        first_new = len(tokens)
+        for n, (s, t) in enumerate(zip(cand.tolist(), i.flatten().tolist())):
+            f = frontier[n // width]
+            tokens.append(t)
+            parents.append(f)
+            scores.append(s)
+            depths.append(depths[f] + 1)
+        best = torch.topk(cand, min(top_k, cand.numel())).indices.tolist()
+        frontier = sorted(first_new + b for b in best)
+    # Rerank: best cumulative score first, shallower first on ties (keeps the set ancestor-closed).
+    order = sorted(range(len(tokens)), key=lambda n: (-scores[n], depths[n], n))[:total]
+    keep = sorted(order, key=lambda n: (depths[n], n))
+    new_index = {n: j for j, n in enumerate(keep)}
+    return DraftTree(
+        tokens=tuple(tokens[n] for n in keep),
+        parents=tuple(new_index[parents[n]] if parents[n] >= 0 else -1 for n in keep),
+        scores=tuple(scores[n] for n in keep),
+    )
+
+
+class TreeDrafter(Protocol):
+    """What :class:`TreeSpeculativeDecoder` needs from a tree drafter."""
+
+    name: str
+    need: frozenset[str]  # target outputs the drafter reads ("penult", ...), requested at prefill and verify
+
+    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None: ...
+
+    def propose_tree(self, depth: int, top_k: int, total: int) -> DraftTree: ...
+
+    def commit(self, accepted: list[int], next_token: int, out: VerifyOutput | None = None) -> None: ...
+
+
 class TreeModelDrafter:
     """A separate small VLM drafts an EAGLE-2 dynamic tree (greedy / top-k by draft probability).
 
@@ -175,53 +239,29 @@ class TreeModelDrafter:
         pending = self._seq[state.length - self._base:]
         out = m.verify(state, pending)
         committed = state.length
-        tokens: list[int] = []
-        parents: list[int] = []
-        scores: list[float] = []
-        depths: list[int] = []
-        lp = torch.log_softmax(out.logits[-1].float(), -1)
-        v, i = lp.topk(top_k)
-        for s, t in zip(v.tolist(), i.tolist()):
-            tokens.append(t)
-            parents.append(-1)
-            scores.append(s)
-            depths.append(1)
-        frontier = list(range(len(tokens)))
         session: dict[int, int] = {}  # node -> index in the draft's tree session
-        fed = 0
-        for _ in range(depth - 1):
-            toks = [tokens[f] for f in frontier]
-            pars = [session[parents[f]] if parents[f] >= 0 else -1 for f in frontier]
-            out = m.verify_tree(state, toks, pars)
-            for j, f in enumerate(frontier):
-                session[f] = fed + j
-            fed += len(frontier)
-            lp = torch.log_softmax(out.logits.float(), -1)
-            v, i = lp.topk(top_k, dim=-1)
-            cand = (torch.tensor([scores[f] for f in frontier])[:, None] + v.cpu()).flatten()
-            ids = i.cpu().flatten().tolist()
-            first_new = len(tokens)
-            for c, (s, t) in enumerate(zip(cand.tolist(), ids)):
-                f = frontier[c // top_k]
-                tokens.append(t)
-                parents.append(f)
-                scores.append(s)
-                depths.append(depths[f] + 1)
-            best = torch.topk(cand, min(top_k, cand.numel())).indices.tolist()
-            frontier = sorted(first_new + b for b in best)
-        m.rollback(state, committed)
-        # Rerank: best cumulative score first, shallower first on ties (keeps the set ancestor-closed).
-        order = sorted(range(len(tokens)), key=lambda n: (-scores[n], depths[n], n))[:total]
-        keep = sorted(order, key=lambda n: (depths[n], n))
-        new_index = {n: j for j, n in enumerate(keep)}
-        return DraftTree(
-            tokens=tuple(tokens[n] for n in keep),
-            parents=tuple(new_index[parents[n]] if parents[n] >= 0 else -1 for n in keep),
-            scores=tuple(scores[n] for n in keep),
-        )
+        fed = [0]
 
-    def commit(self, accepted: list[int], next_token: int) -> None:
-        """The target kept ``accepted`` draft tokens (a path) and then emitted ``next_token``."""
+        def level(frontier, tokens, parents, depths):
+            pars = [session[parents[f]] if parents[f] >= 0 else -1 for f in frontier]
+            lv = m.verify_tree(state, [tokens[f] for f in frontier], pars)
+            for j, f in enumerate(frontier):
+                session[f] = fed[0] + j
+            fed[0] += len(frontier)
+            v, i = torch.log_softmax(lv.logits.float(), -1).topk(top_k, dim=-1)
+            return v.cpu(), i.cpu()
+
+        v, i = torch.log_softmax(out.logits[-1].float(), -1).topk(top_k)
+        tree = grow_tree((v.cpu(), i.cpu()), level, depth, top_k, total)
+        m.rollback(state, committed)
+        return tree
+
+    def commit(self, accepted: list[int], next_token: int, out: VerifyOutput | None = None) -> None:
+        """The target kept ``accepted`` draft tokens (a path) and then emitted ``next_token``.
+
+        ``out`` (the target's rows of the path, unused here) is what a drafter that feeds on target
+        states reads (:class:`~vidspec.decoding.fast.TreeSparrowDrafter`).
+        """
         self._seq.extend(accepted)
         self._seq.append(next_token)
 
@@ -238,7 +278,8 @@ class TreeSpeculativeDecoder:
 
     Args:
         target: the model whose output we want.
-        drafter: a :class:`TreeModelDrafter`.
+        drafter: a :class:`TreeModelDrafter` or :class:`~vidspec.decoding.fast.TreeSparrowDrafter`
+            (its ``need`` joins the verifier's; its ``commit`` gets the target's rows of the kept path).
         verifier: a chain verifier applied along the best path (default strict, lossless).
         total_tokens: draft nodes kept per tree (the verify pass runs ``total_tokens + 1``).
         depth: tree depth (draft passes per round).
@@ -246,7 +287,7 @@ class TreeSpeculativeDecoder:
         method: label carried into results.
     """
 
-    def __init__(self, target, drafter: TreeModelDrafter, verifier: Verifier | None = None, total_tokens: int = 30,
+    def __init__(self, target, drafter: TreeDrafter, verifier: Verifier | None = None, total_tokens: int = 30,
                  depth: int = 4, top_k: int = 8, method: str = "tree-sd"):
         if total_tokens < 1 or depth < 1 or top_k < 1:
             raise ValueError("total_tokens, depth and top_k must be >= 1")
@@ -262,7 +303,7 @@ class TreeSpeculativeDecoder:
         target, drafter, verifier = self.target, self.drafter, self.verifier
         device = target.device
         eos = target.eos_token_ids
-        need_verify = frozenset(verifier.need)
+        need_verify = frozenset(drafter.need | verifier.need)
         need_prefill = need_verify | ({"visual"} if "mid" in verifier.need else frozenset())
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         sync()
@@ -303,7 +344,7 @@ class TreeSpeculativeDecoder:
             n = decision.n_accepted
             target.commit_tree(state, path[: n + 1])
             accepted = list(proposal.tokens[:n])
-            drafter.commit(accepted, decision.next_token)
+            drafter.commit(accepted, decision.next_token, chain)  # chain: the target's rows of the path
             sync()
             te = time.perf_counter()
             new, stop = clip_at_stop([*accepted, decision.next_token], eos, emitted, max_new_tokens)

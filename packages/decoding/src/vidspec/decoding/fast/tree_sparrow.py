@@ -2,10 +2,10 @@
 
 Usage::
 
-    from vidspec.decoding.fast import TreeSparrowDecoder, TreeSparrowDrafter
+    from vidspec.decoding.fast import TreeSparrowDrafter, TreeSpeculativeDecoder
     target = load_target("data/releases/synthvid-target")
     drafter = TreeSparrowDrafter.from_pretrained("data/releases/sparrow-synthvid", target)
-    dec = TreeSparrowDecoder(target, drafter, total_tokens=16, depth=5, top_k=4)
+    dec = TreeSpeculativeDecoder(target, drafter, total_tokens=48, depth=8, top_k=8, method="tree-sparrow")
     result = dec.generate(Request("Describe the video.", clip), max_new_tokens=64)
 
 Trees are reached from Python only (as :class:`~vidspec.decoding.fast.TreeModelDrafter` is):
@@ -32,10 +32,8 @@ children of best cumulative draft log-probability forming the next frontier; at 
   after a round the drafter's cache and pending inputs equal the chain drafter's after the same
   accepted tokens.
 
-The tree decoder (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`) hands a drafter only
-``commit(accepted, next_token)``; the target states reach the drafter through a verifier wrapper
-(:meth:`TreeSparrowDrafter.tap`) that asks the target for ``penult`` rows and records the rows of
-the decided path. :class:`TreeSparrowDecoder` installs it.
+The tree decoder (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`) asks the target for what
+the drafter ``need`` s (``penult``) and hands ``commit`` the target's rows of the kept path.
 """
 
 from __future__ import annotations
@@ -45,41 +43,14 @@ from pathlib import Path
 
 import torch
 
-from vidspec.decoding.fast.tree import DraftTree, TreeSpeculativeDecoder
+from vidspec.decoding.fast.tree import DraftTree, grow_tree
 from vidspec.decoding.models.base import crop_cache
 from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel
 from vidspec.decoding.types import (
-    Decision,
-    Proposal,
     TargetModel,
     TargetState,
-    Verifier,
-    VerifyContext,
     VerifyOutput,
 )
-from vidspec.decoding.verifiers.strict import StrictVerifier
-
-
-class _PenultTap:
-    """A verifier that also hands the target's penultimate states of the decided path to a drafter.
-
-    ``need`` adds ``penult`` to the wrapped verifier's (so prefill keeps the prompt's states too);
-    every other attribute is the wrapped verifier's.
-    """
-
-    def __init__(self, inner: Verifier, drafter: TreeSparrowDrafter):
-        self.inner = inner
-        self.drafter = drafter
-        self.name = inner.name
-        self.need = frozenset(inner.need) | {"penult"}
-
-    def verify(self, proposal: Proposal, out: VerifyOutput, ctx: VerifyContext) -> Decision:
-        # Row 0 is x_last, row j the j-th node of the path the verifier decides along.
-        self.drafter._path_penult = out.hidden_penult
-        return self.inner.verify(proposal, out, ctx)
-
-    def __getattr__(self, name: str):
-        return getattr(self.inner, name)
 
 
 class TreeSparrowDrafter:
@@ -103,7 +74,6 @@ class TreeSparrowDrafter:
         self.chain = SparrowDrafter(model, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
         self.model = self.chain.model
         self.name = "tree-" + self.chain.name
-        self._path_penult: torch.Tensor | None = None
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: TargetModel | None = None, *,
@@ -115,16 +85,11 @@ class TreeSparrowDrafter:
         d.chain._checked = chain._checked
         return d
 
-    def tap(self, verifier: Verifier) -> _PenultTap:
-        """``verifier`` wrapped so that the tree decoder's verify pass feeds this drafter's commit."""
-        return _PenultTap(verifier, self)
-
     def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
         if state.prompt_hidden_penult is None:
-            raise RuntimeError("TreeSparrowDrafter needs the target's penultimate states: decode with "
-                               "TreeSparrowDecoder (or give TreeSpeculativeDecoder the verifier drafter.tap(v))")
+            raise RuntimeError("TreeSparrowDrafter needs the target's penultimate states: prefill with "
+                               "need={'penult'} (TreeSpeculativeDecoder asks for the drafter's need)")
         self.chain.begin(target, state, first_token)
-        self._path_penult = None
 
     def _children(self, h: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(n, d)`` ĥ -> the ``k`` best next tokens per row: ``(n, k)`` log-probs and token ids, on CPU."""
@@ -173,64 +138,39 @@ class TreeSparrowDrafter:
         committed = c.cache.get_seq_length() + len(c._pending.tokens)
         h_root = c._feed_pending()
         assert h_root is not None, "a round always starts with at least x_last pending"
-        tokens: list[int] = []
-        parents: list[int] = []
-        scores: list[float] = []
-        depths: list[int] = []
-        feats: list[torch.Tensor] = []  # per node: its draft input feature, the parent's ĥ
-        v, i = self._children(h_root[None], top_k)
-        for s, t in zip(v[0].tolist(), i[0].tolist()):
-            tokens.append(t)
-            parents.append(-1)
-            scores.append(s)
-            depths.append(1)
-            feats.append(h_root)
-        frontier = list(range(len(tokens)))
         slots: dict[int, list[int]] = {}  # fed node -> cache slots (after the prefix) of it and its ancestors
-        fed = 0
-        for _ in range(depth - 1):
+        outs: dict[int, torch.Tensor] = {}  # fed node -> its ĥ, the feature input of its children
+        fed = [0]
+
+        def level(frontier, tokens, parents, depths):
             anc = [slots[parents[f]] if parents[f] >= 0 else [] for f in frontier]
-            h = self._feed_level([tokens[f] for f in frontier], [feats[f] for f in frontier],
-                                 [root_index + depths[f] for f in frontier], anc, committed)
+            feats = [outs[parents[f]] if parents[f] >= 0 else h_root for f in frontier]
+            h = self._feed_level([tokens[f] for f in frontier], feats, [root_index + depths[f] for f in frontier],
+                                 anc, committed)
             for j, f in enumerate(frontier):
-                slots[f] = [*anc[j], fed + j]
-            fed += len(frontier)
-            v, i = self._children(h, top_k)
-            cand = (torch.tensor([scores[f] for f in frontier])[:, None] + v).flatten()
-            width = v.shape[1]
-            first_new = len(tokens)
-            for n, (s, t) in enumerate(zip(cand.tolist(), i.flatten().tolist())):
-                j = n // width
-                tokens.append(t)
-                parents.append(frontier[j])
-                scores.append(s)
-                depths.append(depths[frontier[j]] + 1)
-                feats.append(h[j])
-            best = torch.topk(cand, min(top_k, cand.numel())).indices.tolist()
-            frontier = sorted(first_new + b for b in best)
+                slots[f] = [*anc[j], fed[0] + j]
+                outs[f] = h[j]
+            fed[0] += len(frontier)
+            return self._children(h, top_k)
+
+        v, i = self._children(h_root[None], top_k)
+        tree = grow_tree((v[0], i[0]), level, depth, top_k, total)
         # The tree's entries are speculative: back to the committed prefix (x_last included).
         crop_cache(c.cache, committed)
         del c._cache_index[committed:]
-        # Rerank: best cumulative score first, shallower first on ties (keeps the set ancestor-closed).
-        order = sorted(range(len(tokens)), key=lambda n: (-scores[n], depths[n], n))[:total]
-        keep = sorted(order, key=lambda n: (depths[n], n))
-        new_index = {n: j for j, n in enumerate(keep)}
-        return DraftTree(
-            tokens=tuple(tokens[n] for n in keep),
-            parents=tuple(new_index[parents[n]] if parents[n] >= 0 else -1 for n in keep),
-            scores=tuple(scores[n] for n in keep),
-        )
+        return tree
 
-    def commit(self, accepted: list[int], next_token: int) -> None:
+    def commit(self, accepted: list[int], next_token: int, out: VerifyOutput | None = None) -> None:
         """The target kept ``accepted`` draft tokens (a path) and then emitted ``next_token``.
 
-        Queues them with the target's penultimate states of the path's inputs (row 0 = ``x_last``),
-        exactly as :meth:`SparrowDrafter.commit` queues an accepted chain.
+        Queues them with the target's penultimate states of the path's inputs (``out``, the target's
+        rows of the path, row 0 = ``x_last``), exactly as :meth:`SparrowDrafter.commit` queues an
+        accepted chain.
         """
-        rows = self._path_penult
+        rows = None if out is None else out.hidden_penult
         if rows is None:
-            raise RuntimeError("TreeSparrowDrafter.commit needs the verify pass's penultimate states: decode with "
-                               "TreeSparrowDecoder (or give TreeSpeculativeDecoder the verifier drafter.tap(v))")
+            raise RuntimeError("TreeSparrowDrafter.commit needs the target's penultimate states of the path "
+                               "(TreeSpeculativeDecoder passes them)")
         if rows.shape[0] < len(accepted) + 1:
             raise ValueError(f"{len(accepted)} accepted tokens but only {rows.shape[0]} target rows on the path")
         c = self.chain
@@ -240,29 +180,8 @@ class TreeSparrowDrafter:
             p.tokens.append(tok)
             p.hidden.append(rows[j])
             p.index.append(start + j)
-        self._path_penult = None
 
     @property
     def cache_length(self) -> int:
         """Entries in the draft's KV cache (committed text positions only between rounds)."""
         return self.chain.cache_length
-
-
-class TreeSparrowDecoder(TreeSpeculativeDecoder):
-    """:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder` driven by a :class:`TreeSparrowDrafter`.
-
-    The verifier (default strict, lossless) is wrapped with :meth:`TreeSparrowDrafter.tap`, so the
-    target returns its penultimate states and the drafter's commit receives those of the kept path.
-
-    Args:
-        target: the model whose output we want (eager adapter or FastTarget).
-        drafter: the Sparrow tree drafter.
-        verifier: a chain verifier applied along the best path.
-        total_tokens, depth, top_k: tree shape (see TreeSpeculativeDecoder).
-        method: label carried into results.
-    """
-
-    def __init__(self, target, drafter: TreeSparrowDrafter, verifier: Verifier | None = None, total_tokens: int = 30,
-                 depth: int = 4, top_k: int = 8, method: str = "tree-sparrow"):
-        super().__init__(target, drafter, drafter.tap(verifier or StrictVerifier()), total_tokens=total_tokens,
-                         depth=depth, top_k=top_k, method=method)
