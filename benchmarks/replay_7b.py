@@ -84,11 +84,13 @@ class Glue:
         self.accept = torch.zeros(2, dtype=torch.long, pin_memory=dev.type == "cuda")
         self.tril = {t: torch.ones(t, t, dtype=torch.bool).tril() for t in range(1, 65)}
 
-    def step(self, tokens: list[int], start: int):
+    def step(self, tokens: list[int], start: int, depth: list[int] | None = None, mask: torch.Tensor | None = None):
+        """One verify/AR step of ``tokens`` at ``start``: a chain, or a tree given ``depth`` and ``mask``."""
         from vidspec.decoding.types import VerifyOutput
 
         t = len(tokens)
-        out = self.flm.step(tokens, start, start, 0, list(range(t)), self.tril[t])
+        out = self.flm.step(tokens, start, start, 0, list(range(t)) if depth is None else depth,
+                            self.tril[t] if mask is None else mask)
         self.accept.copy_(out.accept, non_blocking=True)
         ev = None
         if self.dev.type == "cuda":
