@@ -34,16 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from relevance_auc import machine_info  # noqa: E402
+from testbed_common import add_testbed_args, caption_rows  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="data/cache/synthvid-heldout")
-    ap.add_argument("--target", default="data/releases/synthvid-target")
-    ap.add_argument("--sparrow", default="data/releases/sparrow-synthvid")
-    ap.add_argument("--split", default="validation")
-    ap.add_argument("--limit", type=int, default=20, help="videos")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    add_testbed_args(ap, ("target", "sparrow"), style=False, limit=20)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--engine", default="eager", choices=("eager", "fast"))
@@ -51,7 +47,6 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from datasets import load_from_disk
     from tqdm import tqdm
 
     from vidspec.decoding.methods import build_decoder
@@ -80,13 +75,7 @@ def main() -> None:
         sync()
         return ids, time.perf_counter() - t
 
-    rows, seen = [], set()
-    for r in load_from_disk(str(data))[args.split]:  # the first caption row of each video
-        if r["video"] not in seen:
-            seen.add(r["video"])
-            rows.append(r)
-        if len(rows) >= args.limit:
-            break
+    rows = caption_rows(data, args.split, args.limit)
     if not rows:
         raise SystemExit(f"{data}: no caption rows in split {args.split!r}")
     names = ("hf-generate", "ar", "sparrow")

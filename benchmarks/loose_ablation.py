@@ -38,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relevance_auc import machine_info  # noqa: E402
+from testbed_common import caption_rows  # noqa: E402
 
 LAMS = (0.3, 0.5, 0.7, 0.9)
 SCORERS = ("cosine", "probe", "attention")
@@ -227,13 +228,7 @@ def main() -> None:
         if hasattr(d.verifier, "scorer"):
             d.verifier.scorer = timers[name] = TimedScorer(d.verifier.scorer)
 
-    rows, seen = [], set()
-    for r in load_from_disk(str(data))[args.split]:
-        if r["style"] == args.style and r["video"] not in seen:
-            seen.add(r["video"])
-            rows.append(r)
-        if len(rows) >= args.limit:
-            break
+    rows = caption_rows(data, args.split, args.limit, style=args.style)
     mcqs = load_from_disk(str(data / "mcq"))[args.split]
     mcqs = mcqs.select(range(min(args.mcq_limit, len(mcqs))))
 

@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from relevance_auc import machine_info  # noqa: E402
+from testbed_common import add_testbed_args, caption_rows  # noqa: E402
 
 #: predicate variants: "always", "prob:EPS", "topk:K"; "...@LAM" sets λ (default the spec's 0.7)
 VARIANTS = "always,prob:0.3,prob:0.1,prob:0.03,prob:0.01,topk:2,topk:3,prob:0.1@1.0,prob:0.3@1.0"
@@ -58,21 +59,13 @@ def parse_variant(spec: str) -> tuple[str, dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="data/cache/synthvid-heldout")
-    ap.add_argument("--target", default="data/releases/synthvid-target")
-    ap.add_argument("--draft", default="data/releases/synthvid-draft")
-    ap.add_argument("--sparrow", default="data/releases/sparrow-synthvid")
-    ap.add_argument("--split", default="validation")
-    ap.add_argument("--style", default="alpha", help="caption rows of this style (the target's); one per video")
-    ap.add_argument("--limit", type=int, default=30, help="caption prompts")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    add_testbed_args(ap, limit=30)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--variants", default=VARIANTS, help=f"comma list (default {VARIANTS})")
     ap.add_argument("--methods", default="lvspec-pst,sparrow-lvspec-pst")
     ap.add_argument("--out", default="benchmarks/results/loose_predicate")
     args = ap.parse_args()
 
-    from datasets import load_from_disk
     from tqdm import tqdm
 
     from vidspec.decoding.methods import build_decoder
@@ -93,13 +86,7 @@ def main() -> None:
         for name, opts in variants:
             decs[f"{method} {name}"] = build_decoder(method, target=target, draft=d, k=args.k, loose=opts)
 
-    rows, seen = [], set()
-    for r in load_from_disk(str(data))[args.split]:
-        if r["style"] == args.style and r["video"] not in seen:
-            seen.add(r["video"])
-            rows.append(r)
-        if len(rows) >= args.limit:
-            break
+    rows = caption_rows(data, args.split, args.limit, style=args.style)
 
     keys = ("emitted", "passes", "claims", "true", "found", "facts", "identical", "loose", "shift", "tokens")
     acc = {n: dict.fromkeys(keys, 0) for n in decs}

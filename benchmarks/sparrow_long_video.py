@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relevance_auc import machine_info  # noqa: E402
+from testbed_common import caption_rows  # noqa: E402
 
 GEN_ARGS = ["--num_videos", "16", "--seed", "2", "--preset", "easy", "--frames", "256", "--size", "64x64",
             "--styles", "alpha:1,beta:1", "--captions_per_video", "2", "--split", "validation=1", "--no_progress",
@@ -42,7 +43,6 @@ GEN_ARGS = ["--num_videos", "16", "--seed", "2", "--preset", "easy", "--frames",
 
 
 def main() -> None:
-    from datasets import load_from_disk
 
     from vidspec.decoding.methods import build_decoder
     from vidspec.decoding.models import load_target
@@ -75,13 +75,7 @@ def main() -> None:
         "sparrow": build_decoder("sparrow", target=target, draft=args.sparrow, k=args.k),
         "sd": build_decoder("sd", target=target, draft=draft, k=args.k),
     }
-    rows, seen = [], set()
-    for r in load_from_disk(str(data))["validation"]:
-        if r["style"] == "alpha" and r["video"] not in seen:
-            seen.add(r["video"])
-            rows.append(r)
-        if len(rows) >= args.limit:
-            break
+    rows = caption_rows(data, "validation", args.limit, style="alpha")
     # warm-up (excluded): every method once at the shortest and the longest length
     for n in (lengths[0], lengths[-1]):
         clip = read_video(str(data / rows[0]["video"]), max_frames=n, max_pixels=target.max_read_pixels)

@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from relevance_auc import machine_info  # noqa: E402
+from testbed_common import add_testbed_args, caption_rows  # noqa: E402
 
 #: tree settings "total-depth-top_k" (the Sparrow paper uses 30-4-8 and 48-5-10)
 TREES = "8-4-2,16-5-4,30-4-8,30-6-8,48-5-10,30-8-4,48-8-8,64-10-8"
@@ -52,19 +53,12 @@ def parse_tree(spec: str) -> dict[str, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default="data/cache/synthvid-heldout")
-    ap.add_argument("--target", default="data/releases/synthvid-target")
-    ap.add_argument("--sparrow", default="data/releases/sparrow-synthvid")
-    ap.add_argument("--split", default="validation")
-    ap.add_argument("--style", default="alpha", help="caption rows of this style (the target's); one per video")
-    ap.add_argument("--limit", type=int, default=25, help="caption prompts")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    add_testbed_args(ap, ("target", "sparrow"))
     ap.add_argument("--ks", default="4,6,8", help="chain K values (comma list)")
     ap.add_argument("--trees", default=TREES, help=f"tree settings TOTAL-DEPTH-TOPK, comma list (default {TREES})")
     ap.add_argument("--out", default="benchmarks/results/sparrow_tree_cpu")
     args = ap.parse_args()
 
-    from datasets import load_from_disk
     from tqdm import tqdm
 
     from vidspec.decoding.fast import TreeSparrowDrafter, TreeSpeculativeDecoder
@@ -84,13 +78,7 @@ def main() -> None:
     for name, shape in trees.items():
         decs[name] = TreeSpeculativeDecoder(target, drafter, method="tree-sparrow", **shape)
 
-    rows, seen = [], set()
-    for r in load_from_disk(str(data))[args.split]:
-        if r["style"] == args.style and r["video"] not in seen:
-            seen.add(r["video"])
-            rows.append(r)
-        if len(rows) >= args.limit:
-            break
+    rows = caption_rows(data, args.split, args.limit, style=args.style)
 
     keys = ("emitted", "passes", "accepted", "pass_tokens", "identical", "tokens", "draft_s", "verify_s")
     acc = {n: dict.fromkeys(keys, 0) for n in decs}

@@ -27,11 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testbed_common import caption_rows  # noqa: E402
 
 
 def _metrics(release: Path) -> dict:
@@ -107,13 +111,7 @@ def main() -> None:
     sp_lossless = True
 
     captions = load_from_disk(str(data))[args.split]
-    seen, rows = set(), []
-    for r in captions:
-        if r["video"] not in seen:
-            seen.add(r["video"])
-            rows.append(r)
-        if len(rows) >= args.limit:
-            break
+    rows = caption_rows(data, args.split, args.limit)
     styles = (json.loads((Path(args.target) / "manifest.json").read_text()).get("caption_styles")
               if (Path(args.target) / "manifest.json").is_file() else None)
     tf: dict[str, list[int]] = defaultdict(lambda: [0, 0])
