@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The GPU measurements that are built and CPU-tested but not yet run on the H200 (docs/RESULTS.md
+# "Not run yet"), in one command, each step with its own time limit, so a 10-minute device call
+# returns whatever finished. Steps are skipped when their JSON exists (rerun the same command to
+# resume). Run from the repository root with the vidspec packages importable, on one H200:
+#
+#   OUT=runs/extras bash benchmarks/gpu_extras.sh                 # ~9 min; STEPS=... picks steps
+#
+# Steps (STEPS=tests,step,tree,replay; default all):
+#   tests   pytest -m gpu packages tests (the GPU tests: draft vocabulary on the kernel path, the GC
+#           pause around captures, per-request drafter temperature on graphs)          limit 150 s
+#   step    sparrow_draft_step_gpu.py --draft-vocab 32768 (issue 8's 0.3 ms draft step)  limit 120 s
+#   tree    tree_cost_7b.py: a Sparrow tree round's pieces at 7B shapes, projected DSR     limit 200 s
+#   replay  replay_7b.py --draft-vocab 32768 on the session-4 H200 records, Qwen shape    limit 240 s
+# The 7B-shaped random models take about a minute to build on the H200: the limits allow for it.
+# Knobs: OUT (runs/extras), STEPS, RECORDS (eval records to replay; default the session-4 H200 run),
+# PY (python3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+OUT=${OUT:-runs/extras}
+STEPS=${STEPS:-tests,step,tree,replay}
+RECORDS=${RECORDS:-benchmarks/results/gpu_session4/eval-captions/records.jsonl}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+export PYTHONPATH="$PWD/packages/decoding/src${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+for s in ${STEPS//,/ }; do
+  case "$s" in tests|step|tree|replay) ;; *) echo "unknown step $s in STEPS=$STEPS (tests,step,tree,replay)" >&2; exit 2 ;; esac
+done
+want() { [[ ",$STEPS," == *",$1,"* ]]; }
+step() {  # name limit_s done_file command...
+  local name=$1 limit=$2 done=$3 t rc; shift 3
+  if [[ -f "$done" ]]; then echo "== $name: skipped, $done exists"; return; fi
+  echo "== $name (at most $limit s): $*"
+  t=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  rc=$?
+  echo "   $name: rc $rc, $(( $(date +%s) - t )) s"
+  grep -v -i "warn" "$OUT/$name.log" | tail -n 14
+}
+want tests && step tests 150 "$OUT/tests.passed" bash -c \
+  "$PY -m pytest -m gpu -q -p no:cacheprovider packages tests && touch '$OUT/tests.passed'"
+want step && step step 120 "$OUT/step/sparrow_draft_step_gpu.json" \
+  "$PY" benchmarks/sparrow_draft_step_gpu.py --draft-vocab 32768 --out "$OUT/step"
+want tree && step tree 200 "$OUT/tree/tree_cost_7b.json" \
+  "$PY" benchmarks/tree_cost_7b.py --out "$OUT/tree"
+want replay && step replay 240 "$OUT/replay/replay_7b.json" \
+  "$PY" benchmarks/replay_7b.py --records "$RECORDS" --methods sparrow --families qwen2.5-vl --draft-vocab 32768 \
+  --out "$OUT/replay"
+echo "== done: $(ls "$OUT")"
