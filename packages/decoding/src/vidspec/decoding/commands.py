@@ -5,6 +5,9 @@ Usage::
     vidspec generate --target tiny-qwen2.5-vl --draft tiny-qwen2.5-vl-draft --method sd \\
         --video clip.mp4 --prompt "Describe the video." --k 4 --max-new-tokens 64 --json
 
+    vidspec generate --target T --method tree-sparrow --sparrow data/releases/sparrow-T \\
+        --video clip.mp4 --tree-total 48 --tree-depth 8 --tree-top-k 8 --json
+
 ``--json`` prints one JSON object (method, text, token_ids, num_new_tokens, target_passes, tau,
 prefill_s, decode_s, wall_s, ...); otherwise the text is streamed and a one-line summary goes to
 stderr.
@@ -20,7 +23,16 @@ from typing import Any, get_args, get_type_hints
 
 from vidspec.decoding.cli import normalize_flags
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, METHODS, build_decoder, check_engine
+from vidspec.decoding.methods import (
+    DEFAULT_FAST_MAX_LEN,
+    DEFAULT_TREE,
+    METHODS,
+    SPARROW_METHODS,
+    TREE_METHODS,
+    build_decoder,
+    check_engine,
+    check_tree,
+)
 from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers.registry import RelevanceOptions
 
@@ -82,6 +94,9 @@ def generate(
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
     draft_vocab: int | None = None,
+    tree_total: int = DEFAULT_TREE["total_tokens"],
+    tree_depth: int = DEFAULT_TREE["depth"],
+    tree_top_k: int = DEFAULT_TREE["top_k"],
     json_output: bool = False,
 ) -> int:
     """Generate text for one video with the chosen speculative decoding method.
@@ -93,8 +108,10 @@ def generate(
         draft: draft model for the drafting methods (default: the target's built-in draft for tiny targets).
         sparrow: Sparrow draft release folder (for the sparrow methods).
         allow_target_mismatch: use a Sparrow draft even if it was distilled from another target.
-        method: one of ar, sd, lvspec, lvspec-pst, fly, sparrow, sparrow-lvspec-pst.
-        k: draft tokens per round (default 4; 15 for fly).
+        method: one of ar, sd, lvspec, lvspec-pst, fly, sparrow, sparrow-lvspec-pst, tree-sd, tree-sparrow
+            (the tree methods draft an EAGLE-2 dynamic tree per round, verified strictly in one pass;
+            greedy only).
+        k: draft tokens per round (default 4; 15 for fly; ignored by ar and the tree methods, see --tree-*).
         max_new_tokens: most tokens to generate.
         temperature: 0 for greedy; > 0 samples (strict sd stays lossless in distribution).
         top_p: nucleus sampling mass.
@@ -119,8 +136,11 @@ def generate(
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
-        draft_vocab: Sparrow methods: draft only the release's N most frequent tokens (a reduced head;
-            the release needs a draft_vocab.json from 'vidspec sparrow-vocab').
+        draft_vocab: Sparrow methods (tree-sparrow too): draft only the release's N most frequent tokens
+            (a reduced head; the release needs a draft_vocab.json from 'vidspec sparrow-vocab').
+        tree_total: tree methods: draft nodes kept per tree (the target verifies this many + 1 in one pass).
+        tree_depth: tree methods: tree depth (draft passes per round; the most tokens a round accepts).
+        tree_top_k: tree methods: children per expanded node and frontier width.
         json_output: print one JSON object instead of streaming text (also --json).
     """
     if method not in METHODS:
@@ -132,6 +152,7 @@ def generate(
     if not 0 < top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1], got {top_p}")
     check_engine(engine)
+    tree = check_tree({"total_tokens": tree_total, "depth": tree_depth, "top_k": tree_top_k})
     relevance = relevance_options(scorer, attention_heads, probe)
     if fast_max_len < 1:
         raise ConfigError(f"--fast-max-len must be >= 1, got {fast_max_len}")
@@ -142,7 +163,9 @@ def generate(
         from vidspec.decoding.errors import VideoError
 
         raise VideoError(f"video file not found: {video}")
-    if method.startswith("sparrow"):
+    if method in TREE_METHODS and temperature > 0:  # before models load (build_decoder checks it too)
+        raise ConfigError(f"method {method} is implemented for greedy decoding only; use temperature 0")
+    if method in SPARROW_METHODS:
         draft = sparrow or draft
         if draft is None:
             raise ConfigError(f"method {method} needs --sparrow DIR (a Sparrow draft release)")
@@ -158,7 +181,7 @@ def generate(
         method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
         relevance_layer=relevance_layer, temperature=temperature, loose=loose,
         allow_target_mismatch=allow_target_mismatch, engine=engine, fast_options={"max_len": fast_max_len},
-        draft_vocab=draft_vocab,
+        draft_vocab=draft_vocab, tree=tree,
     )
     t0 = time.perf_counter()
     clip = decoder.target.read_video(video)
@@ -191,7 +214,8 @@ def _run(decoder, request: Request, method: str, target: str, engine: str, video
             "tau": result.tau,
             "loose_accepted": result.loose_accepted,
             "shift_accepted": result.shift_accepted,
-            "acceptance_by_position": result.acceptance_by_position(),
+            # Draft positions of a round's accepted path (a tree drafts more nodes than a path holds).
+            "acceptance_by_position": result.acceptance_by_position()[: decoder.k],
             "finish_reason": result.finish_reason,
             "video_s": video_s,
             "prefill_s": result.timings.prefill_s,
@@ -200,6 +224,8 @@ def _run(decoder, request: Request, method: str, target: str, engine: str, video
             "num_frames": clip.num_frames,
             "frame_size": list(clip.size),
         }
+        if method in TREE_METHODS:
+            record["tree"] = {"total_tokens": decoder.total_tokens, "depth": decoder.depth, "top_k": decoder.top_k}
         print(json.dumps(record))
         return 0
     t1 = time.perf_counter()

@@ -10,7 +10,21 @@ lvspec-pst             draft VLM                    LVSpec + PST                
 fly                    draft VLM                    FLy                         15
 sparrow                Sparrow draft (--sparrow)    strict (lossless)           4
 sparrow-lvspec-pst     Sparrow draft (--sparrow)    LVSpec + PST                4
+tree-sd                draft VLM, dynamic tree      strict (lossless)           tree
+tree-sparrow           Sparrow draft, dynamic tree  strict (lossless)           tree
 =====================  ===========================  ==========================  ====
+
+**Tree methods** (``tree-sd``, ``tree-sparrow``) draft an EAGLE-2 dynamic tree each round and verify
+all of it in one target pass (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`, see
+:mod:`vidspec.decoding.fast.tree`); strict verification keeps the longest path the target itself
+would produce, so greedy output is token-identical to AR. Their shape is ``tree=`` (``total_tokens``
+nodes per tree, ``depth`` draft levels per round, ``top_k`` children per node and frontier width;
+defaults :data:`DEFAULT_TREE`, 48 / 8 / 8, the best CPU setting of benchmarks/sparrow_tree_cpu.py);
+``k`` does not apply to them and is ignored (as for ``ar``). They are greedy only: a temperature
+above 0 is refused before models load. On the fast engine the target is a FastTarget whose
+``max_tree`` must hold the verify tree (``total_tokens + 1`` nodes; raised to fit when this call
+wraps the target); the Sparrow tree draft runs eagerly on either engine, the draft VLM of ``tree-sd``
+always runs through a FastTarget (tree sessions; plain PyTorch on CPU).
 
 For the Sparrow methods ``draft`` is a Sparrow release folder (or a loaded
 :class:`~vidspec.decoding.sparrow.SparrowDraftModel` / ``SparrowDrafter``); a release made for
@@ -30,7 +44,8 @@ another (:func:`as_fast`), never one FastTarget as both target and draft.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from vidspec.decoding.drafters import ModelDrafter, NoDrafter
 from vidspec.decoding.engine import SpeculativeDecoder
@@ -39,11 +54,27 @@ from vidspec.decoding.models import check_compatible, load_target
 from vidspec.decoding.models.tiny import TINY_MODELS
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
-METHODS: tuple[str, ...] = ("ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst")
-SPARROW_METHODS = ("sparrow", "sparrow-lvspec-pst")
+if TYPE_CHECKING:  # pragma: no cover
+    from vidspec.decoding.fast.tree import TreeSpeculativeDecoder
+
+METHODS: tuple[str, ...] = ("ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst",
+                            "tree-sd", "tree-sparrow")
+#: Methods whose drafter is a Sparrow draft (``--sparrow``).
+SPARROW_METHODS = ("sparrow", "sparrow-lvspec-pst", "tree-sparrow")
+#: Methods whose drafter is a draft VLM (``--draft``).
+DRAFT_VLM_METHODS: tuple[str, ...] = ("sd", "lvspec", "lvspec-pst", "fly", "tree-sd")
+#: Methods that draft a dynamic tree per round (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`).
+TREE_METHODS: tuple[str, ...] = ("tree-sd", "tree-sparrow")
 #: Methods whose greedy output must equal the target's own, token for token (strict verification).
-LOSSLESS_METHODS: tuple[str, ...] = ("ar", "sd", "sparrow")
+LOSSLESS_METHODS: tuple[str, ...] = ("ar", "sd", "sparrow", "tree-sd", "tree-sparrow")
 LOOSE_METHODS = ("lvspec", "lvspec-pst", "fly")
+#: [choice] Tree shape of the tree methods (``tree=``): the best CPU setting of
+#: benchmarks/sparrow_tree_cpu.py (τ 5.74 vs 3.66 for the chain at K = 4, token-identical).
+DEFAULT_TREE: dict[str, int] = {"total_tokens": 48, "depth": 8, "top_k": 8}
+#: The command-line flag of each ``tree=`` key (named in errors).
+TREE_FLAGS: dict[str, str] = {"total_tokens": "--tree-total", "depth": "--tree-depth", "top_k": "--tree-top-k"}
+#: FastTarget's default ``max_tree`` (largest verify step / tree session run as a CUDA graph).
+DEFAULT_FAST_MAX_TREE = 64
 DEFAULT_K = 4
 #: ``engine=`` choices (``--engine``).
 ENGINES: tuple[str, ...] = ("eager", "fast")
@@ -74,6 +105,30 @@ def check_engine(engine: str, fast_options: dict[str, Any] | None = None) -> str
         raise ConfigError(f"unknown fast engine option(s) {', '.join(unknown)} "
                           f"(choose from {', '.join(sorted(FAST_OPTIONS))})")
     return engine
+
+
+def check_tree(tree: dict[str, Any] | None = None) -> dict[str, int]:
+    """The tree shape ``tree`` asks for, over :data:`DEFAULT_TREE`; a ConfigError naming the option if bad."""
+    unknown = sorted(set(tree or {}) - set(DEFAULT_TREE))
+    if unknown:
+        raise ConfigError(f"unknown tree option(s) {', '.join(unknown)} (choose from {', '.join(DEFAULT_TREE)})")
+    shape = {**DEFAULT_TREE, **{k: v for k, v in (tree or {}).items() if v is not None}}
+    for key, value in shape.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{TREE_FLAGS[key]} ({key}) must be an integer >= 1, got {value!r}")
+    return shape
+
+
+def tree_fast_options(fast_options: dict[str, Any] | None, total_tokens: int) -> dict[str, Any]:
+    """``fast_options`` with ``max_tree`` raised to hold a verify tree of ``total_tokens + 1`` nodes.
+
+    A ``max_tree`` given in ``fast_options`` is kept as it is (too small is refused by
+    :func:`build_decoder`).
+    """
+    opts = dict(fast_options or {})
+    if "max_tree" not in opts and total_tokens + 1 > DEFAULT_FAST_MAX_TREE:
+        opts["max_tree"] = total_tokens + 1
+    return opts
 
 
 def is_fast(model) -> bool:
@@ -123,7 +178,7 @@ def sparrow_drafter_class(engine: str) -> type:
 
 def build_verifier_for(method: str, target, loose: dict[str, Any] | None, engine: str = "eager"):
     """The verifier of ``method`` for ``target`` (loose options ignored by strict methods)."""
-    if method in ("ar", "sd", "sparrow"):
+    if method in LOSSLESS_METHODS:
         return _strict_verifier(engine)
     if method == "sparrow-lvspec-pst":
         method = "lvspec-pst"  # the same verifier; only the drafter differs
@@ -161,7 +216,8 @@ def build_decoder(
     engine: str = "eager",
     fast_options: dict[str, Any] | None = None,
     draft_vocab: int | None = None,
-) -> SpeculativeDecoder:
+    tree: dict[str, Any] | None = None,
+) -> SpeculativeDecoder | TreeSpeculativeDecoder:
     """Load models (or take loaded adapters) and assemble the decoder for ``method``.
 
     Args:
@@ -174,10 +230,17 @@ def build_decoder(
             this call makes (``max_len`` defaults to :data:`DEFAULT_FAST_MAX_LEN`).
         draft_vocab: Sparrow methods: draft only the release's ``draft_vocab`` most frequent tokens
             (its ``draft_vocab.json``; a reduced head, see ``SparrowDrafter(head_ids=...)``).
+        tree: tree methods: ``{"total_tokens", "depth", "top_k"}`` (missing keys from
+            :data:`DEFAULT_TREE`); ignored by chain methods, as ``k`` is by tree methods.
+
+    Returns:
+        A :class:`SpeculativeDecoder`, or for the tree methods a
+        :class:`~vidspec.decoding.fast.TreeSpeculativeDecoder` (same ``generate``/``stream`` calls).
 
     Raises:
-        ConfigError: unknown method or engine, missing draft, bad K, a FastTarget given as both
-            target and draft.
+        ConfigError: unknown method or engine, missing draft, bad K or tree shape, a temperature
+            above 0 for a greedy-only method (fly, the tree methods), a FastTarget given as both
+            target and draft or whose ``max_tree`` cannot hold the tree.
         ModelError: models that cannot be loaded or do not fit together.
     """
     if method not in METHODS:
@@ -186,12 +249,23 @@ def build_decoder(
     if method == "fly" and temperature > 0:
         # Checked here, before models load, not at the first round (FLyVerifier is greedy only).
         raise ConfigError("method fly is implemented for greedy decoding only; use temperature 0")
+    shape = None
+    if method in TREE_METHODS:
+        if temperature > 0:
+            raise ConfigError(f"method {method} is implemented for greedy decoding only; use temperature 0")
+        shape = check_tree(tree)
+        fast_options = tree_fast_options(fast_options, shape["total_tokens"])
+        if method == "tree-sparrow" and draft is None:
+            raise ConfigError(f"method {method} needs a Sparrow draft release (--sparrow DIR)")
     tgt = target if not isinstance(target, str) else load_target(
         target, device=device, dtype=dtype, max_frames=max_frames, relevance_layer=relevance_layer)
     if engine == "fast":
         tgt = as_fast(tgt, fast_options)
     if method == "ar":
         return SpeculativeDecoder(tgt, NoDrafter(), _strict_verifier(engine), k=0, method="ar")
+    if shape is not None:
+        return _tree_decoder(method, tgt, draft, shape, device, dtype, max_frames, allow_target_mismatch, engine,
+                             fast_options, draft_vocab)
     verifier = build_verifier_for(method, tgt, loose, engine)
     if k is None:
         k = getattr(verifier, "default_k", DEFAULT_K)
@@ -200,6 +274,20 @@ def build_decoder(
     if method in SPARROW_METHODS:
         return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine,
                                 draft_vocab)
+    dm = _draft_vlm(method, tgt, draft, device, dtype, max_frames, draft_vocab)
+    if engine == "fast":
+        from vidspec.decoding.fast import FastModelDrafter
+
+        # A module used as target and draft gets a second FastTarget (as_fast always wraps an adapter).
+        drafter: ModelDrafter = FastModelDrafter(as_fast(dm, fast_options), temperature=temperature)
+    else:
+        drafter = ModelDrafter(dm, temperature=temperature)
+    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)
+
+
+def _draft_vlm(method: str, tgt, draft, device: str, dtype: str | None, max_frames: int | None,
+               draft_vocab: int | None):
+    """The draft VLM of a drafting method: ``draft`` (a name or a loaded model) or the target's built-in draft."""
     if draft_vocab:
         raise ConfigError(f"--draft-vocab applies to the Sparrow methods, not to {method}")
     if draft is None:
@@ -213,14 +301,49 @@ def build_decoder(
     if dm is tgt and is_fast(tgt):
         # One FastTarget holds one live request: the drafter's prefill would overwrite the target's cache.
         raise ConfigError(f"the target and the draft are one FastTarget ({tgt.name!r}); give the draft its own")
-    if engine == "fast":
-        from vidspec.decoding.fast import FastModelDrafter
+    return dm
 
-        # A module used as target and draft gets a second FastTarget (as_fast always wraps an adapter).
-        drafter: ModelDrafter = FastModelDrafter(as_fast(dm, fast_options), temperature=temperature)
+
+def _tree_decoder(method: str, tgt, draft, shape: dict[str, int], device: str, dtype: str | None,
+                  max_frames: int | None, allow_target_mismatch: bool, engine: str,
+                  fast_options: dict[str, Any], draft_vocab: int | None) -> TreeSpeculativeDecoder:
+    """Decoder of a tree method: strict verification of an EAGLE-2 tree grown by a draft VLM or a Sparrow draft."""
+    from vidspec.decoding.fast.tree import TreeModelDrafter, TreeSpeculativeDecoder
+
+    nodes = shape["total_tokens"] + 1  # the verify tree: x_last and the kept draft nodes
+    if is_fast(tgt) and tgt.lm.max_tree < nodes:
+        raise ConfigError(f"the fast engine's max_tree ({tgt.lm.max_tree}) cannot hold a verify tree of "
+                          f"{nodes} nodes (--tree-total {shape['total_tokens']} + 1): raise fast option max_tree "
+                          f"to >= {nodes} or lower --tree-total")
+    if method == "tree-sparrow":
+        drafter = _tree_sparrow_drafter(tgt, draft, allow_target_mismatch, draft_vocab)
     else:
-        drafter = ModelDrafter(dm, temperature=temperature)
-    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)
+        dm = _draft_vlm(method, tgt, draft, device, dtype, max_frames, draft_vocab)
+        # The draft grows its tree in FastTarget tree sessions on either engine (TreeModelDrafter wraps
+        # an eager adapter itself); on the fast engine it gets this call's options.
+        drafter = TreeModelDrafter(as_fast(dm, fast_options) if engine == "fast" else dm)
+    # StrictVerifier on both engines: it decides along the best path's rows, which are plain tensors.
+    return TreeSpeculativeDecoder(tgt, drafter, StrictVerifier(), total_tokens=shape["total_tokens"],
+                                  depth=shape["depth"], top_k=shape["top_k"], method=method)
+
+
+def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: int | None):
+    """A TreeSparrowDrafter from a release folder, a Sparrow draft model or a TreeSparrowDrafter (as is)."""
+    from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
+    from vidspec.decoding.sparrow import SparrowDraftModel, load_draft_vocab
+
+    if isinstance(draft, TreeSparrowDrafter):
+        if draft_vocab:
+            raise ConfigError("draft_vocab applies when the Sparrow draft is a release or a model, not a drafter")
+        return draft
+    if isinstance(draft, SparrowDraftModel):
+        head_ids = load_draft_vocab(draft, draft_vocab) if draft_vocab else None
+        return TreeSparrowDrafter(draft, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
+    if not isinstance(draft, (str, Path)):
+        raise ConfigError(f"method tree-sparrow needs a Sparrow release folder, a SparrowDraftModel or a "
+                          f"TreeSparrowDrafter, not a {type(draft).__name__}")
+    return TreeSparrowDrafter.from_pretrained(str(draft), tgt, allow_target_mismatch=allow_target_mismatch,
+                                              draft_vocab=draft_vocab)
 
 
 def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: float,

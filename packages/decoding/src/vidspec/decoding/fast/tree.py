@@ -299,6 +299,11 @@ class TreeSpeculativeDecoder:
         self.top_k = top_k
         self.method = method
 
+    @property
+    def k(self) -> int:
+        """The most draft tokens one round can accept (the tree's depth; a chain decoder's K)."""
+        return self.depth
+
     def _rounds(self, request: Request, max_new_tokens: int, timings: dict) -> Iterator[tuple[list[int], StepRecord | None]]:
         target, drafter, verifier = self.target, self.drafter, self.verifier
         device = target.device
@@ -318,7 +323,10 @@ class TreeSpeculativeDecoder:
         if first in eos or emitted >= max_new_tokens:
             timings.update(finish="eos" if first in eos else "length", decode_s=0.0)
             return
+        tb = time.perf_counter()
         drafter.begin(target, state, first)
+        sync()
+        timings["begin_s"] = time.perf_counter() - tb
         ctx = VerifyContext(state=state)
         x_last = first
         while True:
@@ -359,13 +367,21 @@ class TreeSpeculativeDecoder:
                 timings.update(finish=stop, decode_s=time.perf_counter() - t1)
                 return
 
-    @torch.inference_mode()
-    def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0) -> GenerationResult:
-        """Decode one request greedily to the end (see :meth:`SpeculativeDecoder.generate`)."""
+    @staticmethod
+    def _check(max_new_tokens: int, temperature: float) -> None:
         if temperature > 0:
             raise ValueError("tree decoding is greedy only (temperature 0)")
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+
+    @torch.inference_mode()
+    def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None) -> GenerationResult:
+        """Decode one request greedily to the end (see :meth:`SpeculativeDecoder.generate`).
+
+        ``top_p`` and ``seed`` are accepted for the same call signature and have no effect (greedy).
+        """
+        self._check(max_new_tokens, temperature)
         timings: dict = {}
         t0 = time.perf_counter()
         tokens: list[int] = []
@@ -380,6 +396,28 @@ class TreeSpeculativeDecoder:
             token_ids=tuple(tokens),
             steps=tuple(steps),
             timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"],
-                            wall_s=time.perf_counter() - t0),
+                            wall_s=time.perf_counter() - t0, begin_s=timings.get("begin_s", 0.0)),
             finish_reason=timings["finish"],
         )
+
+    @torch.inference_mode()
+    def stream(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+               seed: int | None = None) -> Iterator[str]:
+        """Yield text pieces as rounds finish, decoded as :meth:`SpeculativeDecoder.stream` decodes them."""
+        self._check(max_new_tokens, temperature)
+        decode = self.target.decode
+        tokens: list[int] = []
+        start = shown = 0  # tokens[start:shown]: the last shown piece (context for word-initial spaces)
+        context = ""
+        for new, _ in self._rounds(request, max_new_tokens, {}):
+            tokens.extend(new)
+            text = decode(tokens[start:])
+            if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
+                continue
+            if len(text) > len(context):
+                yield text[len(context):]
+                start, shown = shown, len(tokens)
+                context = decode(tokens[start:shown])
+        final = decode(tokens[start:])
+        if len(final) > len(context):
+            yield final[len(context):]

@@ -8,8 +8,8 @@ Usage::
     dec = TreeSpeculativeDecoder(target, drafter, total_tokens=48, depth=8, top_k=8, method="tree-sparrow")
     result = dec.generate(Request("Describe the video.", clip), max_new_tokens=64)
 
-Trees are reached from Python only (as :class:`~vidspec.decoding.fast.TreeModelDrafter` is):
-``build_decoder`` and the CLI build chain decoders.
+From the CLI and ``build_decoder`` this is method ``tree-sparrow`` (``tree-sd`` grows the tree with
+:class:`~vidspec.decoding.fast.TreeModelDrafter`); see :mod:`vidspec.decoding.methods`.
 
 **The tree** is grown as :class:`~vidspec.decoding.fast.TreeModelDrafter` grows it (EAGLE-2: a
 frontier of ``top_k`` nodes, each proposing its ``top_k`` most likely children, the ``top_k``
