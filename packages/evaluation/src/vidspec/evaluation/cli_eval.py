@@ -5,6 +5,8 @@ Usage::
     vidspec eval --benchmark synthvid_captions --data data/cache/synthvid --target T --draft D \\
         --sparrow data/releases/sparrow-T --methods ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst \\
         --out runs/sv --limit 50 [--judge] [--k 4] [--device cuda] [--engine fast]
+    vidspec eval --benchmark synthvid_captions --data data/cache/synthvid --target T --sparrow S \\
+        --methods ar,sparrow,tree-sparrow --tree-total 48 --tree-depth 8 --tree-top-k 8 --out runs/tree
     vidspec report runs/sv
     vidspec eval-ci [--update-baseline --reason "..."]
     vidspec demo [--limit 3] [--out DIR] [--train]
@@ -19,7 +21,7 @@ from collections.abc import Callable
 
 from vidspec.decoding.cli import normalize_flags, one_line
 from vidspec.decoding.errors import ConfigError, VidspecError
-from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, METHODS
+from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, DEFAULT_TREE, METHODS, SPARROW_METHODS
 from vidspec.evaluation.eval_ci import CI_MAX_NEW_TOKENS, CI_VIDEOS
 
 
@@ -54,6 +56,9 @@ def evaluate(
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
     draft_vocab: int | None = None,
+    tree_total: int = DEFAULT_TREE["total_tokens"],
+    tree_depth: int = DEFAULT_TREE["depth"],
+    tree_top_k: int = DEFAULT_TREE["top_k"],
     warmup: bool = True,
     judge: bool = False,
     judge_base_url: str | None = None,
@@ -66,16 +71,17 @@ def evaluate(
     Args:
         benchmark: registered benchmark name (synthvid_captions, synthvid_mcq, videomme, ...) or a task YAML.
         out: run folder; rerunning with the same folder continues where it stopped.
-        methods: comma-separated methods; ar always runs. Without --sparrow the sparrow methods are dropped.
+        methods: comma-separated methods; ar always runs. Without --sparrow the sparrow methods (tree-sparrow
+            too) are dropped from the default list. tree-sd and tree-sparrow draft a dynamic tree per round.
         target: target model: built-in tiny name, release/HF folder, or hub id.
-        draft: draft VLM for sd, lvspec, lvspec-pst, fly (default: a tiny target's built-in draft).
+        draft: draft VLM for sd, lvspec, lvspec-pst, fly, tree-sd (default: a tiny target's built-in draft).
         sparrow: Sparrow draft release folder for the sparrow methods ("random": untrained, for tests).
         allow_target_mismatch: use a Sparrow draft distilled from another target.
         data: local dataset folder/file or hub id (default: the task's dataset).
         split: dataset split (default: the task's).
         limit: evaluate the first N samples only.
         video_dir: folder with the benchmark's videos (needed for hub datasets).
-        k: draft tokens per round (default: each method's, 4; fly 15).
+        k: draft tokens per round (default: each method's, 4; fly 15; not used by ar and the tree methods).
         max_new_tokens: generation budget per sample (default: the task's).
         frames: frames sampled per video (default: the task's).
         device: cpu, cuda, cuda:1, ...
@@ -98,6 +104,10 @@ def evaluate(
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
         draft_vocab: Sparrow methods: draft only the release's N most frequent tokens (a reduced head;
             needs a draft_vocab.json in the --sparrow release, from 'vidspec sparrow-vocab').
+        tree_total: tree methods: draft nodes kept per tree (verified in one target pass with x_last).
+        tree_depth: tree methods: tree depth (draft passes per round; the most tokens a round accepts).
+        tree_top_k: tree methods: children per expanded node and frontier width. The tree options are
+            recorded; resuming refuses others.
         warmup: one untimed decode per method before measuring.
         judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
             OPENAI_API_KEY or the two flags below; the key is read from the environment only).
@@ -113,13 +123,14 @@ def evaluate(
     if sparrow is None and methods == ",".join(METHODS):
         # The default list names every method; without a Sparrow release the two need, drop them
         # rather than fail (naming them explicitly without --sparrow is still an error).
-        chosen = [m for m in chosen if not m.startswith("sparrow")]
+        chosen = [m for m in chosen if m not in SPARROW_METHODS]
     cfg = EvalConfig(
         benchmark=benchmark, out=out, data=data, split=split, limit=limit, video_dir=video_dir, target=target,
         draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k,
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
         relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
-        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, draft_vocab=draft_vocab, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, draft_vocab=draft_vocab,
+        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )
     summary = run_eval(cfg)

@@ -103,7 +103,7 @@ def discover_models(releases_dir: str | Path = RELEASES_DIR) -> ModelChoice:
             missing.append(f"no Sparrow release for {TINY_TARGET} in {root}/: using a random-weight Sparrow draft")
         return choice
     if draft is None:
-        missing.append(f"no draft VLM release in {root}/: sd, lvspec, lvspec-pst and fly are skipped")
+        missing.append(f"no draft VLM release in {root}/: sd, lvspec, lvspec-pst, fly and tree-sd are skipped")
     if sparrow is None or not _sparrow_fits(sparrow, target):
         missing.append(f"no Sparrow release for {target} in {root}/: using a random-weight Sparrow draft")
         sparrow = "random"
@@ -126,11 +126,10 @@ def _sparrow_fits(sparrow: str, target: str) -> bool:
 
 
 def available_methods(choice: ModelChoice) -> tuple[str, ...]:
-    """The methods the chosen models can run."""
-    from vidspec.decoding.methods import METHODS
+    """The methods the chosen models can run (tree methods included: the demo shows every method)."""
+    from vidspec.decoding.methods import DRAFT_VLM_METHODS, METHODS
 
-    drafting = ("sd", "lvspec", "lvspec-pst", "fly")
-    return tuple(m for m in METHODS if choice.draft is not None or m not in drafting)
+    return tuple(m for m in METHODS if choice.draft is not None or m not in DRAFT_VLM_METHODS)
 
 
 #: Seed of the SynthVid videos the demo and eval-ci evaluate on. Video i of a dataset is the scene

@@ -7,9 +7,10 @@ Usage::
     vidspec eval-ci --out runs/eval-ci --baseline benchmarks/baselines/eval-ci.json
 
 The evaluation: :data:`CI_VIDEOS` SynthVid validation videos generated on the fly with a fixed
-seed, every method the available models can run (the committed CPU-testbed releases in
-``data/releases/`` when they exist, else the built-in random-weight tiny models and a random
-Sparrow draft), greedy, :data:`CI_MAX_NEW_TOKENS` tokens. It fails (exit 1) when
+seed, every method the available models can run except the tree methods
+(:data:`CI_METHODS_EXCLUDED`), with the committed CPU-testbed releases in ``data/releases/`` when
+they exist, else the built-in random-weight tiny models and a random Sparrow draft; greedy,
+:data:`CI_MAX_NEW_TOKENS` tokens. It fails (exit 1) when
 
 - a strict method (sd, sparrow) is not token-identical to AR on every sample,
 - τ of any method falls more than ``tau_drop`` (10%) below its baseline,
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.methods import LOSSLESS_METHODS
+from vidspec.decoding.methods import LOSSLESS_METHODS, TREE_METHODS
 from vidspec.evaluation.demo import HELDOUT_SEED
 
 DEFAULT_BASELINE = "benchmarks/baselines/eval-ci.json"
@@ -42,6 +43,10 @@ CI_SEED = HELDOUT_SEED  # never the training seed: the videos must be held out
 CI_MAX_NEW_TOKENS = 40  # long enough for a whole SynthVid caption, so the fact judge has claims to score
 #: Methods that must reproduce AR token for token.
 STRICT = tuple(m for m in LOSSLESS_METHODS if m != "ar")
+#: [choice] Methods eval-ci does not run: the committed baseline has no figures for the tree methods
+#: (they were added after it), and a gate without a baseline would only add CPU time. Adding them
+#: means an ``--update-baseline`` with a reason.
+CI_METHODS_EXCLUDED: tuple[str, ...] = TREE_METHODS
 
 
 class MethodBaseline(TypedDict):
@@ -168,7 +173,8 @@ def run_eval_ci(out: str | None = None, baseline: str = DEFAULT_BASELINE, update
     data = build_validation_set(out_dir / "synthvid", num_videos=limit, seed=CI_SEED)
     cfg = EvalConfig(benchmark="synthvid_captions", data=str(data), out=str(out_dir / "eval"), limit=limit,
                      target=choice.target, draft=choice.draft, sparrow=choice.sparrow,
-                     methods=available_methods(choice), max_new_tokens=max_new_tokens, progress=progress)
+                     methods=tuple(m for m in available_methods(choice) if m not in CI_METHODS_EXCLUDED),
+                     max_new_tokens=max_new_tokens, progress=progress)
     summary = run_eval(cfg)
     methods = summary["methods"]
     models = choice.describe()
@@ -201,7 +207,7 @@ def run_eval_ci(out: str | None = None, baseline: str = DEFAULT_BASELINE, update
         problems.append(f"the baseline was made with {entry.get('eval')}, this run is {eval_params}")
     print(format_table(checks, methods))
     print(f"thresholds: τ may fall at most {th.tau_drop:.0%} below baseline; retention at most "
-          f"{th.retention_margin:.0%} (absolute) below; strict methods ({', '.join(STRICT)}) must be "
+          f"{th.retention_margin:.0%} (absolute) below; strict methods ({', '.join(m for m in STRICT if m in methods)}) must be "
           f"token-identical to AR. Timings are shown, never gated.")
     print(f"run folder: {out_dir} ({time.perf_counter() - t0:.0f} s)")
     if update_baseline:

@@ -39,12 +39,17 @@ from vidspec.decoding.commands import relevance_options
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import (
     DEFAULT_FAST_MAX_LEN,
+    DEFAULT_TREE,
+    DRAFT_VLM_METHODS,
     METHODS,
     SPARROW_METHODS,
+    TREE_METHODS,
     as_fast,
     build_decoder,
     check_engine,
+    check_tree,
     default_draft,
+    tree_fast_options,
 )
 from vidspec.decoding.types import GenerationResult, Request
 from vidspec.evaluation.benchmarks import Sample, get_task, load_benchmark
@@ -76,7 +81,9 @@ RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", 
 #: Values of config fields added after runs were recorded without them (resuming such a run is allowed
 #: when the new value is this default).
 ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None,
-                                  "draft_vocab": None, "eps": 0.01, "top_k": 5}
+                                  "draft_vocab": None, "eps": 0.01, "top_k": 5,
+                                  "tree_total": DEFAULT_TREE["total_tokens"], "tree_depth": DEFAULT_TREE["depth"],
+                                  "tree_top_k": DEFAULT_TREE["top_k"]}
 
 
 @dataclass(frozen=True)
@@ -91,12 +98,13 @@ class EvalConfig:
         limit: evaluate only the first N samples.
         video_dir: folder holding the benchmark's videos (hub datasets).
         target: target model: built-in tiny name, release/HF folder, or hub id.
-        draft: draft VLM for sd, lvspec, lvspec-pst, fly (default: the built-in draft of a tiny target).
+        draft: draft VLM for sd, lvspec, lvspec-pst, fly, tree-sd (default: the built-in draft of a tiny target).
         sparrow: Sparrow draft release folder for the sparrow methods, or "random" for a
             random-weight draft built in process (tests, CI).
         allow_target_mismatch: use a Sparrow draft distilled from another target.
         methods: methods to compare; AR always runs as the baseline.
-        k: draft tokens per round (default: each method's own, 4; 15 for fly).
+        k: draft tokens per round (default: each method's own, 4; 15 for fly; not used by ar and the tree
+            methods).
         max_new_tokens: generation budget per sample (default: the task's).
         frames: frames sampled per video (default: the task's).
         device: cpu, cuda, cuda:1, ...
@@ -115,6 +123,10 @@ class EvalConfig:
         engine: eager (the Hugging Face modules as loaded) or fast (FastTarget: static KV cache, CUDA
             graphs on CUDA; one FastTarget per loaded model, shared by every method's decoder).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
+        draft_vocab: Sparrow methods: draft only the release's N most frequent tokens.
+        tree_total: tree methods (tree-sd, tree-sparrow): draft nodes kept per tree.
+        tree_depth: tree methods: tree depth (draft passes per round).
+        tree_top_k: tree methods: children per expanded node and frontier width.
         warmup: decode once per method, untimed, before measuring.
         judge: score open-ended outputs with the GPT judge (base URL, model and key from the
             judge flags or VIDSPEC_JUDGE_BASE_URL / VIDSPEC_JUDGE_MODEL / OPENAI_API_KEY).
@@ -153,6 +165,9 @@ class EvalConfig:
     engine: str = "eager"
     fast_max_len: int = DEFAULT_FAST_MAX_LEN
     draft_vocab: int | None = None
+    tree_total: int = DEFAULT_TREE["total_tokens"]
+    tree_depth: int = DEFAULT_TREE["depth"]
+    tree_top_k: int = DEFAULT_TREE["top_k"]
     warmup: bool = True
     judge: bool = False
     judge_base_url: str | None = None
@@ -184,6 +199,7 @@ class EvalConfig:
                               "attention (attn_to_visual)")
         if self.fast_max_len < 1:
             raise ConfigError(f"--fast-max-len must be >= 1, got {self.fast_max_len}")
+        check_tree(self.tree)
         if any(m in SPARROW_METHODS for m in methods) and not self.sparrow:
             raise ConfigError(f"methods {', '.join(m for m in methods if m in SPARROW_METHODS)} need --sparrow DIR "
                               f"(a Sparrow draft release, or '{RANDOM_SPARROW}' for an untrained one)")
@@ -193,6 +209,11 @@ class EvalConfig:
             from vidspec.decoding.sparrow import load_draft_vocab
 
             load_draft_vocab(self.sparrow, self.draft_vocab)  # the file exists and reads, before any model loads
+
+    @property
+    def tree(self) -> dict[str, int]:
+        """The tree methods' shape, as ``build_decoder(tree=...)`` takes it."""
+        return {"total_tokens": self.tree_total, "depth": self.tree_depth, "top_k": self.tree_top_k}
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -224,7 +245,7 @@ def load_models(config: EvalConfig, frames: int) -> EvalModels:
     common = dict(device=config.device, dtype=config.dtype, max_frames=frames)
     target = load_target(config.target, relevance_layer=config.relevance_layer, **common)
     models = EvalModels(target=target, notes={"target": config.target})
-    if any(m in ("sd", "lvspec", "lvspec-pst", "fly") for m in config.methods):
+    if any(m in DRAFT_VLM_METHODS for m in config.methods):
         name = config.draft or default_draft(getattr(target, "name", config.target))
         if name is None:
             raise ConfigError(f"methods {', '.join(config.methods[1:])} need --draft (a smaller model of the "
@@ -257,7 +278,9 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
                  protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe))
     target, draft_vlm = models.target, models.draft
     if config.engine == "fast":
-        fast_options = {"max_len": config.fast_max_len}
+        fast_options: dict[str, Any] = {"max_len": config.fast_max_len}
+        if any(m in TREE_METHODS for m in config.methods):  # the shared target must hold the verify tree
+            fast_options = tree_fast_options(fast_options, config.tree_total)
         target = as_fast(target, fast_options)
         if draft_vlm is not None:
             if draft_vlm is target:  # one FastTarget cannot be target and draft: wrap its module again
@@ -267,9 +290,9 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     for m in config.methods:
         sparrow = m in SPARROW_METHODS
         out[m] = build_decoder(m, target=target, draft=models.sparrow if sparrow else draft_vlm,
-                               k=None if m == "ar" else config.k, device=config.device, loose=loose,
-                               allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
-                               draft_vocab=config.draft_vocab if sparrow else None)
+                               k=None if m == "ar" or m in TREE_METHODS else config.k, device=config.device,
+                               loose=loose, allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
+                               draft_vocab=config.draft_vocab if sparrow else None, tree=config.tree)
     return out
 
 
@@ -399,9 +422,16 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
                 wall_s: float, ar: SampleRecord | None, drafter: str = "") -> SampleRecord:
     """The JSONL record of one decode (speedups against ``ar``, the same sample's AR record).
 
+    ``k``: the most draft tokens a round can accept (a chain's K; a tree method's depth).
     ``drafter``: the drafter's class name (which implementation produced the timings).
+
+    A tree method's ``drafted`` counts tree nodes, and its ``acceptance_by_position`` covers the
+    ``k`` positions of a round's accepted path (a tree has more nodes than a path has positions).
     """
     steps = result.steps
+    by_position = result.acceptance_by_position()
+    if method in TREE_METHODS:
+        by_position = by_position[:k]
     rec = SampleRecord(
         schema=SCHEMA_VERSION,
         benchmark=benchmark,
@@ -416,7 +446,7 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
         target_passes=result.target_passes,
         drafted=sum(s.drafted for s in steps),
         accepted=sum(s.accepted for s in steps),
-        acceptance_by_position=result.acceptance_by_position(),
+        acceptance_by_position=by_position,
         loose_accepted=result.loose_accepted,
         shift_accepted=result.shift_accepted,
         video_s=video_s,
@@ -437,6 +467,19 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
     return rec
 
 
+def tree_verify_sizes(total_tokens: int, depth: int, top_k: int) -> tuple[int, ...]:
+    """Node counts a tree decoder's verify pass can have (``x_last`` + the kept draft nodes).
+
+    A round drafts ``min(depth, tokens left - 1)`` levels: level 1 has ``top_k`` nodes and each
+    further level ``top_k * top_k`` (every frontier node's children), of which ``total_tokens``
+    are kept; a round with no level left verifies ``x_last`` alone.
+    """
+    sizes = {1}
+    for d in range(1, depth + 1):
+        sizes.add(min(total_tokens, top_k + (d - 1) * top_k * top_k) + 1)
+    return tuple(sorted(sizes))
+
+
 def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
     """Fast engine: capture every CUDA graph a method's timed decodes can need (after its warm-up decode).
 
@@ -445,6 +488,9 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
     reached (+ the token budget): the target's verify steps (T = 1 for AR, k + 1 for k = 0..K
     with drafting: a round drafts fewer than K near the budget), a FastModelDrafter's draft target
     (pending lengths 1..K+1) and a FastSparrowDrafter's draft steps (T = 1..K+1 over its buckets).
+    A tree decoder (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`) instead needs the target's
+    verify-tree sizes (:func:`tree_verify_sizes`) and, for a draft VLM, its pending lengths
+    1..depth+1 and its level passes of ``top_k`` nodes (the Sparrow tree draft runs eagerly).
     Off CUDA and on the eager engine nothing is captured.
 
     Returns:
@@ -454,16 +500,24 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
 
     k = decoder.k
     lengths = tuple(range(1, k + 2))
+    plan = [(decoder.target, lengths, k + 1), (getattr(decoder.drafter, "model", None), lengths, k + 1)]
+    if is_fast(decoder.target):
+        from vidspec.decoding.fast.tree import TreeSpeculativeDecoder
+
+        if isinstance(decoder, TreeSpeculativeDecoder):
+            sizes = tree_verify_sizes(decoder.total_tokens, decoder.depth, decoder.top_k)
+            # The draft's tree session reaches (depth - 1) * top_k nodes past its committed prefix.
+            plan = [(decoder.target, sizes, max(sizes)),
+                    (plan[1][0], tuple(sorted({*lengths, decoder.top_k})), k + 1 + (k - 1) * decoder.top_k)]
     captured = 0
-    models = [decoder.target, getattr(decoder.drafter, "model", None)]
-    for model in models:
+    for model, steps, span in plan:
         if not is_fast(model) or not model.graphs:
             continue
         cache = model.lm.cache
         end = cache.length if cache is not None else 0  # the warm-up request's prompt + tokens
         # One bucket below it too: another sample's prompt may be a little shorter.
-        contexts = model.warmup_contexts(max(0, end - model.lm.bucket), end + max_new_tokens + k + 1)
-        captured += model.warmup(lengths, contexts)
+        contexts = model.warmup_contexts(max(0, end - model.lm.bucket), end + max_new_tokens + span)
+        captured += model.warmup(steps, contexts)
     if is_fast(decoder.target):
         from vidspec.decoding.fast.sparrow import FastSparrowDrafter
 
