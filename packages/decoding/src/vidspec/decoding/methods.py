@@ -23,8 +23,10 @@ defaults :data:`DEFAULT_TREE`, 48 / 8 / 8, the best CPU setting of benchmarks/sp
 ``k`` does not apply to them and is ignored (as for ``ar``). They are greedy only: a temperature
 above 0 is refused before models load. On the fast engine the target is a FastTarget whose
 ``max_tree`` must hold the verify tree (``total_tokens + 1`` nodes; raised to fit when this call
-wraps the target); the Sparrow tree draft runs eagerly on either engine, the draft VLM of ``tree-sd``
-always runs through a FastTarget (tree sessions; plain PyTorch on CPU).
+wraps the target); the Sparrow tree draft is a :class:`~vidspec.decoding.fast.TreeSparrowDrafter`
+(eager) on the eager engine and a :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter` (the same
+trees grown on the device, one CUDA graph per round on CUDA) on the fast engine; the draft VLM of
+``tree-sd`` always runs through a FastTarget (tree sessions; plain PyTorch on CPU).
 
 For the Sparrow methods ``draft`` is a Sparrow release folder (or a loaded
 :class:`~vidspec.decoding.sparrow.SparrowDraftModel` / ``SparrowDrafter``); a release made for
@@ -316,7 +318,7 @@ def _tree_decoder(method: str, tgt, draft, shape: dict[str, int], device: str, d
                           f"{nodes} nodes (--tree-total {shape['total_tokens']} + 1): raise fast option max_tree "
                           f"to >= {nodes} or lower --tree-total")
     if method == "tree-sparrow":
-        drafter = _tree_sparrow_drafter(tgt, draft, allow_target_mismatch, draft_vocab)
+        drafter = _tree_sparrow_drafter(tgt, draft, allow_target_mismatch, draft_vocab, engine)
     else:
         dm = _draft_vlm(method, tgt, draft, device, dtype, max_frames, draft_vocab)
         # The draft grows its tree in FastTarget tree sessions on either engine (TreeModelDrafter wraps
@@ -327,10 +329,16 @@ def _tree_decoder(method: str, tgt, draft, shape: dict[str, int], device: str, d
                                   depth=shape["depth"], top_k=shape["top_k"], method=method)
 
 
-def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: int | None):
-    """A TreeSparrowDrafter from a release folder, a Sparrow draft model or a TreeSparrowDrafter (as is)."""
+def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: int | None, engine: str = "eager"):
+    """A TreeSparrowDrafter from a release folder, a Sparrow draft model or a TreeSparrowDrafter (as is).
+
+    On the fast engine a release or a model becomes a :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter`.
+    """
     from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
+    from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
     from vidspec.decoding.sparrow import SparrowDraftModel, load_draft_vocab
+
+    cls = FastTreeSparrowDrafter if engine == "fast" else TreeSparrowDrafter
 
     if isinstance(draft, TreeSparrowDrafter):
         if draft_vocab:
@@ -338,12 +346,11 @@ def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: 
         return draft
     if isinstance(draft, SparrowDraftModel):
         head_ids = load_draft_vocab(draft, draft_vocab) if draft_vocab else None
-        return TreeSparrowDrafter(draft, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
+        return cls(draft, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
     if not isinstance(draft, (str, Path)):
         raise ConfigError(f"method tree-sparrow needs a Sparrow release folder, a SparrowDraftModel or a "
                           f"TreeSparrowDrafter, not a {type(draft).__name__}")
-    return TreeSparrowDrafter.from_pretrained(str(draft), tgt, allow_target_mismatch=allow_target_mismatch,
-                                              draft_vocab=draft_vocab)
+    return cls.from_pretrained(str(draft), tgt, allow_target_mismatch=allow_target_mismatch, draft_vocab=draft_vocab)
 
 
 def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: float,

@@ -6,6 +6,7 @@
   verification with device-side token chaining and acceptance (one host sync per round).
 - :class:`TreeSpeculativeDecoder` and :class:`TreeModelDrafter`: EAGLE-2-style dynamic trees.
 - :class:`TreeSparrowDrafter`: the same trees grown by a Sparrow draft (eager), for :class:`TreeSpeculativeDecoder`.
+- :class:`FastTreeSparrowDrafter`: those trees grown on the device (static shapes, one CUDA graph per round).
 - :class:`FastSparrowDrafter`: a Sparrow draft on a static text-only cache, draft steps as CUDA graphs.
 - :class:`FastQwenVision`: Qwen2.5-VL's vision tower with all attention windows in a few SDPA calls.
 
@@ -30,6 +31,8 @@ _LAZY = {
     "TreeSparrowDrafter": "vidspec.decoding.fast.tree_sparrow",
     "FastQwenVision": "vidspec.decoding.fast.vision",
     "FastSparrowDrafter": "vidspec.decoding.fast.sparrow",
+    "FastTreeSparrowDrafter": "vidspec.decoding.fast.tree_sparrow_fast",
+    "rerank_tree": "vidspec.decoding.fast.tree",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,9 +48,11 @@ if TYPE_CHECKING:  # pragma: no cover
         DraftTree,
         TreeModelDrafter,
         TreeSpeculativeDecoder,
+        rerank_tree,
         tree_mask_and_depth,
     )
     from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
+    from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
     from vidspec.decoding.fast.vision import FastQwenVision
 
 
@@ -67,10 +72,12 @@ __all__ = [
     "FastSparrowDrafter",
     "FastStrictVerifier",
     "FastTarget",
+    "FastTreeSparrowDrafter",
     "FastVerifyOutput",
     "StaticKVCache",
     "TreeModelDrafter",
     "TreeSparrowDrafter",
     "TreeSpeculativeDecoder",
+    "rerank_tree",
     "tree_mask_and_depth",
 ]

@@ -179,7 +179,21 @@ def grow_tree(root: tuple[torch.Tensor, torch.Tensor], level: LevelFn, depth: in
             depths.append(depths[f] + 1)
         best = torch.topk(cand, min(top_k, cand.numel())).indices.tolist()
         frontier = sorted(first_new + b for b in best)
-    # Rerank: best cumulative score first, shallower first on ties (keeps the set ancestor-closed).
+    return rerank_tree(tokens, parents, scores, depths, total)
+
+
+def rerank_tree(tokens: list[int], parents: list[int], scores: list[float], depths: list[int],
+                total: int) -> DraftTree:
+    """Keep the ``total`` best grown nodes (the end of :func:`grow_tree`, shared by the fast tree drafter).
+
+    Best cumulative score first, shallower first on ties, then the earlier node (keeps the set
+    ancestor-closed: a child never scores above its parent). The kept nodes are renumbered
+    parents before children (by depth, then by growth order).
+
+    Args:
+        tokens, parents, scores, depths: every grown node in growth order (parents -1 at depth 1).
+        total: nodes kept.
+    """
     order = sorted(range(len(tokens)), key=lambda n: (-scores[n], depths[n], n))[:total]
     keep = sorted(order, key=lambda n: (depths[n], n))
     new_index = {n: j for j, n in enumerate(keep)}

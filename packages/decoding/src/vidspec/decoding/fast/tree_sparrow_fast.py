@@ -1,0 +1,348 @@
+"""``FastTreeSparrowDrafter``: a Sparrow draft grows its EAGLE-2 tree on the device, one CUDA graph per round.
+
+The same trees as :class:`~vidspec.decoding.fast.TreeSparrowDrafter` (same growth, same rerank,
+same commit), on the static cache and step machinery of
+:class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` (held as ``chain``: its weights,
+prompt feed, pending-token step and arena are reused as they are). What changes is where the tree
+grows: every level is tensor work on the device with static shapes, so a whole round
+
+1. the pending step (the committed-but-unfed tokens with the target's penultimate states, ending
+   with ``x_last``; the chain drafter's T-step, SDPA or Triton kernels),
+2. the root's ``top_k`` children (log-softmax over the head, or the draft vocabulary, then top-k),
+3. ``depth - 1`` level passes: the frontier's ``top_k`` nodes go through the draft layer in one
+   step with an additive tree mask (the committed prefix, the node's fed ancestors and itself;
+   SDPA over a bucket of the cache on every path: the Triton decode kernel knows causal lengths
+   only), then per row top-k, cumulative scores, and the ``top_k`` best of the ``top_k * top_k``
+   candidates become the next frontier (token, parent node, score, feature = the parent row's ĥ,
+   ancestor row = the parent's row plus its own slot),
+
+is one ``torch.cuda.CUDAGraph`` per ``(T, depth, top_k, bucket)`` on CUDA. Node records (token,
+parent, cumulative score) are written into one static ``(3, N) float64`` device buffer (token ids
+are exact in float64); after the replay ONE host read brings them back and
+:func:`~vidspec.decoding.fast.tree.rerank_tree` keeps the best ``total`` nodes as ``grow_tree``
+does. The tree's K/V entries sit past the committed length of the static cache and are simply
+left there (the length goes back to the committed prefix, as in a chain rollback).
+
+Node numbering follows :func:`~vidspec.decoding.fast.tree.grow_tree`: the root's children
+``0 .. top_k - 1`` in top-k order, then per level ``top_k * top_k`` candidates (frontier row major,
+child rank minor), the frontier kept in node order; so on the same draft the trees are identical
+(up to float noise between the eager HF layer and the fast path's layer functions, and the order
+of exact ties in top-k).
+
+Off CUDA or with ``graphs=False`` the same device-side growth runs eagerly (still one host read).
+
+Usage::
+
+    from vidspec.decoding.fast import FastTarget, FastTreeSparrowDrafter, TreeSpeculativeDecoder
+    target = FastTarget(load_target("Qwen/Qwen2.5-VL-7B-Instruct", device="cuda"), max_tree=64)
+    drafter = FastTreeSparrowDrafter.from_pretrained("releases/sparrow-qwen2.5-vl-7b", target)
+    dec = TreeSpeculativeDecoder(target, drafter, total_tokens=48, depth=8, top_k=8, method="tree-sparrow")
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from vidspec.decoding.fast.lm import gc_paused, step_mask
+from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+from vidspec.decoding.fast.tree import DraftTree, rerank_tree
+from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
+from vidspec.decoding.sparrow import SparrowDraftModel, _Pending
+from vidspec.decoding.types import TargetModel
+
+log = logging.getLogger(__name__)
+
+
+def tree_size(depth: int, top_k: int) -> int:
+    """Nodes one growth produces: ``top_k`` root children and ``top_k * top_k`` candidates per further level."""
+    return top_k + (depth - 1) * top_k * top_k
+
+
+def node_depths(depth: int, top_k: int) -> list[int]:
+    """Depth of every grown node in growth order (the root's children are depth 1)."""
+    return [1] * top_k + [lvl + 1 for lvl in range(1, depth) for _ in range(top_k * top_k)]
+
+
+class _TreeGraph:
+    """One captured round: the CUDA graph and its static ``(3, N)`` node-record buffer."""
+
+    def __init__(self, graph, out: torch.Tensor):
+        self.graph = graph
+        self.out = out
+
+    def replay(self) -> torch.Tensor:
+        self.graph.replay()
+        return self.out
+
+
+class FastTreeSparrowDrafter(TreeSparrowDrafter):
+    """:class:`TreeSparrowDrafter` whose tree grows on the device (static shapes, CUDA graphs).
+
+    ``begin``, ``commit`` and ``cache_length`` are :class:`TreeSparrowDrafter`'s, working on a
+    :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` (``chain``) instead of an eager
+    :class:`~vidspec.decoding.sparrow.SparrowDrafter`; only :meth:`propose_tree` differs.
+
+    Args:
+        model, allow_target_mismatch, head_ids: as :class:`TreeSparrowDrafter`.
+        max_len, graphs, bucket, max_step, prefill_chunk, kernels, compile: the
+            :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` options. ``max_len`` must
+            also hold one round's tree entries (``(depth - 1) * top_k``); ``max_step`` is the
+            longest pending step a round graph includes (longer rounds run eagerly); the tree
+            levels attend over the cache up to a multiple of ``bucket`` slots on the graph path
+            (also on the kernel path, whose pending step reads the exact length).
+    """
+
+    #: The chain drafter class (tests put an emulation of the graph path here).
+    chain_class: type[FastSparrowDrafter] = FastSparrowDrafter
+
+    def __init__(self, model: SparrowDraftModel, allow_target_mismatch: bool = False,
+                 head_ids: Sequence[int] | torch.Tensor | None = None, *, max_len: int = 8192,
+                 graphs: bool = True, bucket: int = 256, max_step: int = 16, prefill_chunk: int = 4096,
+                 kernels: bool | None = None, compile: bool | None = None):
+        self.chain = self.chain_class(model, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids,
+                                      max_len=max_len, graphs=graphs, bucket=bucket, max_step=max_step,
+                                      prefill_chunk=prefill_chunk, kernels=kernels, compile=compile)
+        self.model = self.chain.model
+        self.name = "tree-" + self.chain.name
+        self._eng_seen = None  # the chain engine the graphs and buffers below were made for
+        self._graphs: dict[tuple[int, int, int, int], _TreeGraph] = {}
+        self._records: dict[tuple[int, int], torch.Tensor] = {}
+        #: Round graphs captured so far (a capture inside a timed decode shows up here).
+        self.graph_captures = 0
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, target: TargetModel | None = None, *,
+                        allow_target_mismatch: bool = False, draft_vocab: int | None = None,
+                        **options) -> FastTreeSparrowDrafter:
+        """Load a Sparrow release (``draft_vocab``: its most frequent tokens; ``options``: the engine options)."""
+        chain = FastSparrowDrafter.from_pretrained(path, target, allow_target_mismatch=allow_target_mismatch,
+                                                   draft_vocab=draft_vocab)
+        d = cls(chain.model, allow_target_mismatch=allow_target_mismatch, head_ids=chain.head_ids, **options)
+        d.chain._checked = chain._checked
+        return d
+
+    @property
+    def graphs(self) -> bool:
+        """Whether rounds run as CUDA graphs (known after the first ``begin``)."""
+        return self.chain.graphs
+
+    @property
+    def kernels(self) -> bool:
+        """Whether the pending step runs through the Triton kernels (tree levels always use SDPA)."""
+        return self.chain.kernels
+
+    # ---- the device-side growth -------------------------------------------------------------------
+    def _sync_engine(self) -> None:
+        """Drop graphs and buffers made for an older chain engine (rebuilt when weights moved)."""
+        e = self.chain._eng
+        if self._eng_seen is not e:
+            self._eng_seen = e
+            self._graphs = {}
+            self._records = {}
+
+    def _record_buffer(self, depth: int, top_k: int) -> torch.Tensor:
+        """The static ``(3, N) float64`` node records of a ``(depth, top_k)`` growth: token, parent, score."""
+        key = (depth, top_k)
+        if key not in self._records:
+            e = self.chain._eng
+            self._records[key] = torch.zeros(3, tree_size(depth, top_k), dtype=torch.float64, device=e.device)
+        return self._records[key]
+
+    def _token_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        """Head rows -> target token ids (the draft vocabulary's ids; unchanged without one)."""
+        c = self.chain
+        return idx if c.head_ids is None else c._head()[2][idx]
+
+    def _grow(self, t: int, depth: int, top_k: int, lb: int) -> torch.Tensor:
+        """The pending T-step and the whole tree growth, device tensors only (what a round graph captures).
+
+        Reads the chain's T-arena (pending tokens, their slot and positions, the position of depth
+        1) and T-hidden buffer; writes the pending and tree K/V into the static cache (tree entries
+        at the ``(depth - 1) * top_k`` slots after the committed prefix) and the node records.
+
+        Args:
+            t: pending tokens (the last is ``x_last``, the root).
+            depth, top_k: the tree's shape.
+            lb: cache slots every attention reads (>= the committed prefix plus the tree entries).
+
+        Returns:
+            The ``(3, N) float64`` node records (see :meth:`_record_buffer`).
+        """
+        c, m = self.chain, self.model
+        e = c._eng
+        dev = e.device
+        arena, _ = c._arena(t)
+        rec = self._record_buffer(depth, top_k)
+        k = top_k
+        # Read before the step: it writes the next single-token step's inputs into the 1-arena,
+        # which is this arena when T = 1.
+        committed = arena[0:1] + t  # (1,) int64: first slot of the tree region
+        pos1 = arena[3:6].clone()  # (3,) position ids of depth 1 (the position after x_last)
+        out = c._step(t, lb)  # the chain's pending step: x_last's ĥ and logits come last
+        score, idx = torch.log_softmax(out.logits[0].float(), -1).topk(k)
+        tok = self._token_ids(idx)
+        rec[0, :k] = tok
+        rec[1, :k] = -1
+        rec[2, :k] = score
+        feat = out.hidden[-1:].expand(k, -1)  # each depth-1 node is fed with the root's ĥ
+        node = torch.arange(k, device=dev)
+        rows = torch.arange(k, device=dev)
+        region = (depth - 1) * k
+        cols = torch.arange(max(region, 1), device=dev)
+        anc = torch.zeros(k, cols.shape[0], dtype=torch.bool, device=dev)  # region slots each frontier row sees
+        rep = e.hq // e.hkv
+        first = k
+        for lvl in range(1, depth):
+            own = (lvl - 1) * k + rows  # this level's region columns, one per frontier row
+            anc = anc | (cols[None, :] == own[:, None])  # each row also sees its own slot (no host scalar)
+            z = m.fuse(m.embed(tok[None]), feat[None])[0]
+            pos3 = (pos1 + (lvl - 1))[:, None].expand(3, k)  # siblings share the position of their depth
+            mask = step_mask(k, lb, committed, anc, e.dtype)
+            mask_rep = mask[None].expand(rep, k, lb).reshape(rep * k, lb)
+            h = c._layer(z, pos3, committed + own, lb, mask_rep)
+            v, i = torch.log_softmax(c._logits(h).float(), -1).topk(k, dim=-1)  # (k, k) per row
+            cand = (score[:, None] + v).flatten()
+            ctok = self._token_ids(i).flatten()
+            n = k * k
+            rec[0, first:first + n] = ctok
+            rec[1, first:first + n] = node.repeat_interleave(k)
+            rec[2, first:first + n] = cand
+            best = cand.topk(k).indices.sort().values  # the next frontier, in node order (as grow_tree)
+            parent_row = best // k
+            tok, score, node = ctok[best], cand[best], first + best
+            feat, anc = h[parent_row], anc[parent_row]
+            first += n
+        return rec
+
+    def _lb(self, needed: int) -> int:
+        """Attended slots of a round graph: ``needed`` up to a multiple of ``bucket`` (capped at ``max_len``)."""
+        c = self.chain
+        return min(int(math.ceil(needed / c.bucket) * c.bucket), c.max_len)
+
+    def _run(self, t: int, depth: int, top_k: int, needed: int) -> torch.Tensor:
+        """Run (eagerly, or as one graph replay) a round whose inputs are in the chain's T-arena."""
+        c = self.chain
+        if not (c._use_graphs and t <= c.max_step):
+            return self._grow(t, depth, top_k, needed)
+        key = (t, depth, top_k, self._lb(needed))
+        g = self._graphs.get(key)
+        if g is None:
+            return self._capture(key).out
+        return g.replay()
+
+    # ---- CUDA graphs ------------------------------------------------------------------------------
+    def _record(self, key: tuple[int, int, int, int]) -> _TreeGraph:
+        """Capture the round ``key = (T, depth, top_k, lb)`` (capture does not execute it)."""
+        e = self.chain._eng
+        if e.pool is None:
+            e.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with gc_paused(), torch.cuda.graph(graph, pool=e.pool):
+            out = self._grow(*key)
+        return _TreeGraph(graph, out)
+
+    def _capture(self, key: tuple[int, int, int, int]) -> _TreeGraph:
+        """Warm up, capture and replay once the round ``key`` (its inputs are already loaded)."""
+        c = self.chain
+        e = c._eng
+        self._record_buffer(key[1], key[2])  # allocated outside the capture: the replay writes it
+        snap = c._snapshot()
+        # Warm-ups execute the round for real: its cache and record writes are idempotent, the
+        # chain's single-step inputs (written by the pending step) are restored.
+        ctx, stream = c._side_stream()
+        with ctx:
+            for _ in range(2):
+                self._grow(*key)
+                c._restore(snap)
+        if stream is not None:
+            torch.cuda.current_stream(e.device).wait_stream(stream)
+        g = self._record(key)
+        self._graphs[key] = g
+        self.graph_captures += 1
+        log.debug("captured Sparrow tree round T=%d depth=%d top_k=%d over %d slots (%d graphs)", *key,
+                  len(self._graphs))
+        g.replay()  # the real round
+        return g
+
+    # ---- the protocol -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def propose_tree(self, depth: int, top_k: int, total: int) -> DraftTree:
+        """Grow the tree on the device (one graph replay on CUDA), read it once, keep the best ``total``."""
+        c = self.chain
+        if c.cache is None or c._eng is None:
+            raise RuntimeError("begin() first")
+        if depth < 1:
+            return DraftTree((), (), ())
+        vocab = c.model.config.vocab_size if c.head_ids is None else int(c.head_ids.numel())
+        if not 1 <= top_k <= vocab:
+            raise ValueError(f"top_k must be in [1, {vocab}] (the draft vocabulary), got {top_k}")
+        self._sync_engine()
+        p = c._pending
+        assert p.tokens, "a round always starts with at least x_last pending"
+        t = len(p.tokens)
+        start = c.cache.length
+        committed = start + t
+        needed = committed + (depth - 1) * top_k
+        if needed > c.max_len:
+            raise ValueError(f"the draft cache is full ({start} text positions + {needed - start} for this tree "
+                             f"> max_len {c.max_len}): raise max_len")
+        last_index = p.index[-1]
+        c._load(p.tokens, torch.stack(p.hidden), c._positions(p.index), start,
+                [row[0] for row in c._positions([last_index + 1])])
+        c._pending = _Pending()
+        c._cache_index.extend(p.index)
+        rec = self._run(t, depth, top_k, needed)
+        tokens, parents, scores = rec.cpu().tolist()  # the one host synchronisation of the round
+        # The tree's entries are speculative: the cache keeps the committed prefix (x_last included).
+        c.cache.length = committed
+        return rerank_tree([int(x) for x in tokens], [int(x) for x in parents], scores,
+                           node_depths(depth, top_k), total)
+
+    # ---- warm-up ----------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def warmup(self, target: TargetModel, depth: int, top_k: int, max_text: int | None = None) -> int:
+        """Capture, before any timed decode, the round graphs that trees of ``(depth, top_k)`` can meet.
+
+        Pending steps of T = 1..``depth + 1`` (up to ``max_step``) for every depth ``1..depth``
+        (shallower trees near the token budget), over every bucket up to the one holding
+        ``max_text`` text positions plus a tree (default: the first bucket). Call it between
+        requests: it writes the draft's static cache and ends a live request (``begin`` starts the
+        next one). Off CUDA or with ``graphs=False`` it captures nothing.
+
+        Returns:
+            The number of graphs this call captured.
+        """
+        c = self.chain
+        c._prepare_model(target)
+        e = c._engine()
+        self._sync_engine()
+        if not c._use_graphs:
+            return 0
+        if e.kernels:
+            c.warmup(target, 0)  # the prompt feed's step graphs (the kernel path feeds prompts through them)
+        c.cache = None  # the warm-up rounds overwrite cache slots: a live request cannot go on
+        c._pending = _Pending()
+        before = self.graph_captures
+        d = self.model.config.hidden_size
+        top = self._lb(c.bucket if max_text is None else min(max(1, int(max_text)), c.max_len))
+        ends = sorted({min(b, c.max_len) for b in range(c.bucket, top, c.bucket)} | {top})
+        for end in ends:
+            for dep in range(1, depth + 1):
+                for t in range(1, min(depth + 1, c.max_step) + 1):
+                    span = t + (dep - 1) * top_k
+                    start = max(0, end - span)
+                    if start + span > c.max_len:
+                        continue
+                    key = (t, dep, top_k, self._lb(start + span))
+                    if key in self._graphs or key[3] != end:
+                        continue
+                    pos = [list(range(start, start + t))] * 3
+                    c._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
+                            [start + t] * 3)
+                    self._capture(key)
+        return self.graph_captures - before

@@ -1,0 +1,293 @@
+"""FastTreeSparrowDrafter (the tree grown on the device, one graph per round) against TreeSparrowDrafter.
+
+CPU tests run the device-side growth eagerly, and once through an emulation of the graph path
+(capture-time warm-ups and restores, static record buffers, bucketed attention over stale slots).
+The GPU test (``pytest -m gpu packages/decoding/tests/test_tree_sparrow_fast.py``) replays real
+CUDA graphs.
+
+On the tiny models the fast path's layer functions give the eager HF layer's numbers exactly
+(fp32, CPU), so trees are compared exactly: tokens, parents and scores; the aligned draft's
+scores have no ties at these shapes (a tie would make top-k order a coin flip on both sides).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.fast import (
+    FastTarget,
+    FastTreeSparrowDrafter,
+    TreeSparrowDrafter,
+    TreeSpeculativeDecoder,
+)
+from vidspec.decoding.fast.tree import best_path
+from vidspec.decoding.fast.tree_sparrow_fast import _TreeGraph, node_depths, tree_size
+from vidspec.decoding.sparrow import new_sparrow_for
+from vidspec.decoding.testing import emulated_graph_drafter_class
+from vidspec.decoding.types import Request, VerifyOutput
+
+FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
+NEED = frozenset({"penult"})
+SHAPES = [(4, 4, 12), (3, 3, 100), (1, 5, 3), (5, 2, 7)]  # (depth, top_k, total)
+HEAD_IDS = list(range(0, 512, 2))  # a draft vocabulary of every other token id
+
+
+def aligned_sparrow(target):
+    """A Sparrow draft that often agrees with a tiny target (as in test_tree_sparrow.py).
+
+    Its FC passes the token embedding through and its layer is a copy of the target's last layer.
+    """
+    m = new_sparrow_for(target)
+    d = m.config.hidden_size
+    with torch.no_grad():
+        m.fc.weight.zero_()
+        m.fc.weight[:, :d].copy_(torch.eye(d))
+        m.layer.load_state_dict(target.model.model.language_model.layers[-1].state_dict())
+    return m
+
+
+def started(target, drafter, req):
+    state = target.prefill(req, NEED)
+    first = int(state.first_logits.argmax())
+    drafter.begin(target, state, first)
+    return state, first
+
+
+@pytest.fixture(scope="module")
+def drafts(tiny):
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = aligned_sparrow(tiny(name))
+        return cache[name]
+
+    return get
+
+
+class _RerunGraph:
+    """A stand-in CUDA graph on CPU: replay reruns the captured round into the static record buffer."""
+
+    def __init__(self, drafter, key):
+        self.drafter, self.key = drafter, key
+        self.replays = 0
+
+    def replay(self) -> None:
+        self.drafter._grow(*self.key)  # writes the same static buffer the "capture" returned
+        self.replays += 1
+
+
+class EmulatedGraphTree(FastTreeSparrowDrafter):
+    """The graph path on CPU: rounds keyed by (T, depth, top_k, bucket), captured once and replayed."""
+
+    chain_class = emulated_graph_drafter_class()
+
+    def _record(self, key):
+        c = self.chain
+        snap = c._snapshot()
+        out = self._grow(*key)  # a real capture does not execute: undo the chaining writes
+        c._restore(snap)
+        return _TreeGraph(_RerunGraph(self, key), out)
+
+
+def same_tree(a, b) -> None:
+    assert a.tokens == b.tokens and a.parents == b.parents
+    torch.testing.assert_close(torch.tensor(a.scores), torch.tensor(b.scores), rtol=0, atol=1e-5)
+
+
+def lockstep_trees(target, req, drafters, shapes):
+    """Rounds of trees from every drafter (the first's tree verified, its strict path committed to all)."""
+    state, x = started(target, drafters[0], req)
+    for d in drafters[1:]:
+        d.begin(target, state, x)
+    accepted_total = 0
+    for depth, top_k, total in shapes:
+        trees = [d.propose_tree(depth, top_k, total) for d in drafters]
+        for t in trees[1:]:
+            same_tree(trees[0], t)
+        assert len({d.cache_length for d in drafters}) == 1
+        tree = trees[0]
+        tokens, parents = tree.with_root(x)
+        out = target.verify_tree(state, tokens, parents, NEED)
+        path, n = best_path(tokens, parents, [0.0, *tree.scores], out.logits.argmax(-1).tolist())
+        path = path[: n + 1]
+        target.commit_tree(state, path)
+        idx = torch.tensor(path)
+        rows = VerifyOutput(logits=out.logits[idx], hidden_penult=out.hidden_penult[idx])
+        nxt = int(out.logits[path[-1]].argmax())
+        for d in drafters:
+            d.commit([tokens[i] for i in path[1:]], nxt, rows)
+        accepted_total += n
+        x = nxt
+    return accepted_total
+
+
+def test_tree_sizes_and_depths():
+    assert tree_size(1, 8) == 8 and tree_size(3, 2) == 2 + 2 * 4
+    assert node_depths(3, 2) == [1, 1, 2, 2, 2, 2, 3, 3, 3, 3]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("head_ids", [None, HEAD_IDS], ids=["full", "vocab"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "-".join(map(str, s)))
+def test_first_tree_equals_the_eager_tree(tiny, clip, drafts, name, head_ids, shape):
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    eager = TreeSparrowDrafter(drafts(name), head_ids=head_ids)
+    fast = FastTreeSparrowDrafter(drafts(name), head_ids=head_ids, max_len=512)
+    state, first = started(target, eager, req)
+    fast.begin(target, state, first)
+    base = fast.cache_length
+    same_tree(eager.propose_tree(*shape), fast.propose_tree(*shape))
+    assert not fast.graphs  # CPU: the growth runs eagerly
+    assert fast.cache_length == eager.cache_length == base + 1  # x_last stays, the tree's entries go
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("head_ids", [None, HEAD_IDS], ids=["full", "vocab"])
+def test_rounds_equal_the_eager_drafter_after_each_commit(tiny, clip, drafts, name, head_ids):
+    """Several rounds (pending steps of T = 1 and longer, several shapes): every tree equals the eager
+    drafter's after the same committed paths, and the pending inputs and cache indices match."""
+    target = tiny(name)
+    eager = TreeSparrowDrafter(drafts(name), head_ids=head_ids)
+    fast = FastTreeSparrowDrafter(drafts(name), head_ids=head_ids, max_len=512)
+    shapes = [(4, 4, 12), (3, 3, 10), (5, 2, 9), (4, 4, 16), (2, 3, 5), (4, 4, 12)]
+    accepted = lockstep_trees(target, Request("What happens in this video?", clip), [eager, fast], shapes)
+    assert accepted > 0  # paths were accepted, so later rounds start with several pending tokens
+    c, f = eager.chain, fast.chain
+    assert c._pending.tokens == f._pending.tokens and c._pending.index == f._pending.index
+    assert all(torch.equal(x, y) for x, y in zip(c._pending.hidden, f._pending.hidden))
+    assert c._cache_index == f._cache_index and eager.cache_length == fast.cache_length
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_emulated_graph_path_equals_the_eager_drafter(tiny, clip, drafts, name):
+    """Capture-time warm-ups leave no trace; bucketed rounds replay through the static record buffer."""
+    target = tiny(name)
+    eager = TreeSparrowDrafter(drafts(name))
+    graphed = EmulatedGraphTree(drafts(name), max_len=256, bucket=32, max_step=3)
+    shapes = [(4, 4, 12)] * 6 + [(2, 4, 6)]
+    lockstep_trees(target, Request("Describe the video.", clip), [eager, graphed], shapes)
+    assert graphed.graphs
+    keys = set(graphed._graphs)
+    assert keys and all(lb % 32 == 0 for *_, lb in keys) and {k for _, _, k, _ in keys} == {4}
+    assert {t for t, *_ in keys} <= {1, 2, 3}  # longer pending steps run eagerly
+    assert graphed.graph_captures == len(keys)
+    assert max(g.graph.replays for g in graphed._graphs.values()) > 1  # reused, not recaptured
+
+
+def test_warmup_captures_every_round_graph_of_a_decode(tiny, clip, drafts):
+    """Emulated graphs: after warmup(depth, top_k, max_text) a whole decode captures nothing new."""
+    name = "tiny-llava-ov"
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    graphed = EmulatedGraphTree(drafts(name), max_len=256, bucket=32)
+    started(target, graphed, req)
+    max_new = 24
+    captured = graphed.warmup(target, depth=4, top_k=4, max_text=graphed.cache_length + max_new + 4 * 4)
+    assert captured == graphed.graph_captures > 0 and graphed.chain.cache is None
+    assert graphed.warmup(target, depth=4, top_k=4, max_text=graphed.cache_length + max_new + 4 * 4) == 0
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=max_new)
+    dec = TreeSpeculativeDecoder(target, graphed, total_tokens=12, depth=4, top_k=4, method="tree-sparrow")
+    assert dec.generate(req, max_new_tokens=max_new).token_ids == ar.token_ids
+    assert graphed.graph_captures == captured
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("fast_target", [False, True], ids=["eager-target", "fast-target"])
+def test_tree_decoding_with_the_fast_tree_drafter_equals_ar(tiny, clip, drafts, name, fast_target):
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
+    ref = TreeSpeculativeDecoder(target, TreeSparrowDrafter(drafts(name)), total_tokens=12, depth=4,
+                                 top_k=4).generate(req, max_new_tokens=32)
+    tgt = FastTarget(target, max_len=512) if fast_target else target
+    dec = TreeSpeculativeDecoder(tgt, FastTreeSparrowDrafter(drafts(name), max_len=512), total_tokens=12,
+                                 depth=4, top_k=4, method="tree-sparrow")
+    res = dec.generate(req, max_new_tokens=32)
+    assert res.token_ids == ar.token_ids
+    assert [s.accepted for s in res.steps] == [s.accepted for s in ref.steps]  # the same trees
+    assert sum(s.accepted for s in res.steps) > 0
+
+
+def test_draft_vocabulary_trees_hold_only_its_tokens(tiny, clip, drafts):
+    name = "tiny-llava-ov"
+    target = tiny(name)
+    fast = FastTreeSparrowDrafter(drafts(name), head_ids=HEAD_IDS, max_len=512)
+    started(target, fast, Request("Describe the video.", clip))
+    assert set(fast.propose_tree(depth=3, top_k=3, total=10).tokens) <= set(HEAD_IDS)
+
+
+def test_bad_shapes_and_a_full_cache_are_refused(tiny, clip, drafts):
+    name = "tiny-qwen2.5-vl"
+    target = tiny(name)
+    req = Request("Describe the video.", clip)
+    fast = FastTreeSparrowDrafter(drafts(name), head_ids=[1, 2, 3], max_len=512)
+    with pytest.raises(RuntimeError, match="begin"):
+        fast.propose_tree(2, 2, 4)
+    started(target, fast, req)
+    with pytest.raises(ValueError, match="top_k"):
+        fast.propose_tree(2, 4, 4)  # a draft vocabulary of 3 tokens
+    assert fast.propose_tree(0, 2, 4) == fast.propose_tree(0, 2, 4)
+    tight = FastTreeSparrowDrafter(drafts(name), max_len=64)
+    started(target, tight, req)
+    with pytest.raises(ValueError, match="max_len"):
+        tight.propose_tree(depth=8, top_k=8, total=48)
+
+
+@pytest.mark.parametrize("engine", ["eager", "fast"])
+def test_build_decoder_picks_the_fast_tree_drafter_on_the_fast_engine(tiny, clip, drafts, engine):
+    from vidspec.decoding.methods import build_decoder
+
+    name = "tiny-qwen2.5-vl"
+    target = tiny(name)
+    dec = build_decoder("tree-sparrow", target=target, draft=drafts(name), engine=engine,
+                        fast_options={"max_len": 512}, tree={"total_tokens": 10, "depth": 3, "top_k": 3})
+    assert isinstance(dec.drafter, FastTreeSparrowDrafter) == (engine == "fast")
+    assert isinstance(dec.drafter, TreeSparrowDrafter)
+    req = Request("Describe the video.", clip)
+    assert dec.generate(req, max_new_tokens=16).token_ids == SpeculativeDecoder(target).generate(
+        req, max_new_tokens=16).token_ids
+
+
+# ---- CUDA ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cuda_tiny_fp32():
+    from vidspec.decoding.models import load_target
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = load_target(name, device="cuda", dtype="float32")
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("kernels", [False, True], ids=["sdpa", "kernels"])
+def test_cuda_graph_rounds_equal_the_eager_drafter_fp32(cuda_tiny_fp32, clip, name, kernels):
+    """Real CUDA graphs (pending step on SDPA or the Triton kernels, tree levels on SDPA) in fp32."""
+    from vidspec.decoding.fast.lm import _has_triton
+
+    if kernels and not _has_triton():
+        pytest.skip("needs Triton")
+    target = cuda_tiny_fp32(name)
+    model = aligned_sparrow(target)
+    # The same device-side growth run eagerly and replayed as graphs: the same kernels, so the same trees.
+    eager = FastTreeSparrowDrafter(model, graphs=False, kernels=kernels, compile=False)
+    graphed = FastTreeSparrowDrafter(model, bucket=64, kernels=kernels, compile=False)
+    shapes = [(4, 4, 12)] * 5 + [(3, 4, 8)]
+    lockstep_trees(target, Request("Describe the video.", clip), [eager, graphed], shapes)
+    assert graphed.graphs and not eager.graphs and graphed.kernels == kernels and graphed.graph_captures >= 2
+    fast = FastTarget(target, compile=False)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(fast).generate(req, max_new_tokens=32)
+    dec = TreeSpeculativeDecoder(fast, graphed, total_tokens=12, depth=4, top_k=4, method="tree-sparrow")
+    assert dec.generate(req, max_new_tokens=32).token_ids == ar.token_ids
+    assert graphed.warmup(fast, depth=4, top_k=4) >= 0  # captures the remaining round graphs of this shape
