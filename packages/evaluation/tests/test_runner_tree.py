@@ -131,6 +131,23 @@ def test_fast_engine_tree_decoders_share_the_target(models, tmp_path):
     assert runner_mod.capture_fast_graphs(decs["tree-sparrow"], 8) == 0  # nothing to capture off CUDA
 
 
+def test_fast_tree_draft_graphs_are_captured_before_timing(models, tmp_path, monkeypatch):
+    """On the fast engine tree-sparrow drafts with FastTreeSparrowDrafter, and the runner's warm-up
+    asks it for the round graphs of the method's tree shape (on CUDA they would otherwise be captured
+    inside the first timed decodes)."""
+    from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
+
+    cfg = EvalConfig(benchmark="b", out=str(tmp_path), methods="ar,tree-sparrow", sparrow="random", engine="fast",
+                     fast_max_len=512, tree_total=10, tree_depth=3, tree_top_k=4)
+    dec = build_decoders(cfg, models)["tree-sparrow"]
+    assert isinstance(dec.drafter, FastTreeSparrowDrafter)
+    calls = []
+    monkeypatch.setattr(dec.drafter, "warmup", lambda target, depth, top_k, max_text=None: calls.append(
+        (target, depth, top_k, max_text)) or 7)
+    assert runner_mod.capture_fast_graphs(dec, 8) == 7
+    assert calls == [(dec.target, 3, 4, dec.drafter.cache_length + 8 + 3 + 1)]
+
+
 def test_tree_verify_sizes():
     # depth 1: top_k nodes; depth 2: top_k + top_k^2, capped at total; + x_last; 1 when no level is left
     assert tree_verify_sizes(48, 8, 8) == (1, 9, 49)

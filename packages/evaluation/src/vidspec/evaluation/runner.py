@@ -490,7 +490,7 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
     (pending lengths 1..K+1) and a FastSparrowDrafter's draft steps (T = 1..K+1 over its buckets).
     A tree decoder (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`) instead needs the target's
     verify-tree sizes (:func:`tree_verify_sizes`) and, for a draft VLM, its pending lengths
-    1..depth+1 and its level passes of ``top_k`` nodes (the Sparrow tree draft runs eagerly).
+    1..depth+1 and its level passes of ``top_k`` nodes; a FastTreeSparrowDrafter its round graphs.
     Off CUDA and on the eager engine nothing is captured.
 
     Returns:
@@ -520,11 +520,15 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
         captured += model.warmup(steps, contexts)
     if is_fast(decoder.target):
         from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+        from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
 
         drafter = decoder.drafter
         if isinstance(drafter, FastSparrowDrafter):
             # The draft's cache holds text positions only: the warm-up request's, plus the budget.
             captured += drafter.warmup(decoder.target, k, max_text=drafter.cache_length + max_new_tokens + k + 1)
+        elif isinstance(drafter, FastTreeSparrowDrafter):  # its round graphs per (pending T, depth, bucket)
+            captured += drafter.warmup(decoder.target, decoder.depth, decoder.top_k,
+                                       max_text=drafter.cache_length + max_new_tokens + decoder.depth + 1)
     if captured:
         log.info("captured %d CUDA graphs for %s before timing", captured, decoder.method)
     return captured
