@@ -21,9 +21,10 @@ def test_tree_cost_smoke(tmp_path):
     (costs,) = doc["costs"]
     assert set(costs["chain"]) == {"2", "4"} and costs["ar_ms"] > 0
     tree = costs["tree"]["12-3-4"]
-    assert tree["nodes"] == 13 and tree["verify_ms"] > 0 and tree["eager_draft_ms"] > 0
+    assert tree["nodes"] == 13 and tree["verify_ms"] > 0 and tree["eager_draft_ms"] > 0 and tree["fast_draft_ms"] > 0
     rows = {r["decoder"]: r for r in doc["rows"]}
     assert rows["chain K=4"]["tau_testbed"] > 1 and rows["chain K=4"]["dsr_projected"] > 0
+    assert rows["tree 12-3-4 (fast draft)"]["note"] == "measured"
     assert rows["chain K=2"]["tau_testbed"] is None  # no testbed tau for K = 2: no projection
     assert "machine" in doc and doc["args"]["smoke"] is True
 
