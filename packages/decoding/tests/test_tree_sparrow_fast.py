@@ -12,6 +12,10 @@ scores have no ties at these shapes (a tie would make top-k order a coin flip on
 
 from __future__ import annotations
 
+import copy
+import importlib.util
+import os
+
 import pytest
 import torch
 
@@ -291,3 +295,23 @@ def test_cuda_graph_rounds_equal_the_eager_drafter_fp32(cuda_tiny_fp32, clip, na
     dec = TreeSpeculativeDecoder(fast, graphed, total_tokens=12, depth=4, top_k=4, method="tree-sparrow")
     assert dec.generate(req, max_new_tokens=32).token_ids == ar.token_ids
     assert graphed.warmup(fast, depth=4, top_k=4) >= 0  # captures the remaining round graphs of this shape
+
+
+# ---- the kernel path on CPU, through Triton's interpreter (opt-in; CI has no Triton) -------------------------
+RUN_KERNELS_ON_CPU = os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton") is not None
+
+
+@pytest.mark.skipif(not RUN_KERNELS_ON_CPU, reason="needs Triton with TRITON_INTERPRET=1 (on CUDA: the gpu test)")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_kernel_path_trees_equal_the_eager_drafter_in_the_interpreter(tiny, clip, drafts, name):
+    """With kernels=True the pending step runs the Triton RoPE/KV-write and attention kernels (tree
+    levels stay on SDPA): every round's tree still equals the eager drafter's, directly and through
+    the emulated graph path."""
+    target = tiny(name)
+    model = copy.deepcopy(drafts(name))  # fusing re-points the layer's weights: keep the shared one
+    eager = TreeSparrowDrafter(model)
+    fast = FastTreeSparrowDrafter(model, kernels=True, compile=False, max_len=256)
+    graphed = EmulatedGraphTree(model, kernels=True, compile=False, max_len=256, max_step=3)
+    shapes = [(4, 4, 12), (3, 3, 10), (4, 4, 12), (2, 4, 6)]
+    assert lockstep_trees(target, Request("Describe the video.", clip), [eager, fast, graphed], shapes) > 0
+    assert fast.chain.kernels and graphed.chain.kernels and graphed.graph_captures > 0  # known after begin
