@@ -36,3 +36,19 @@ def clip():
     for t in range(8):
         frames[t, 10:30, 5 + 6 * t: 25 + 6 * t] = (250, 40, 40)
     return VideoClip(frames=frames, fps=4.0, source="memory", timestamps=tuple(t / 4 for t in range(8)))
+
+
+@pytest.fixture(scope="module")
+def drafts(tiny):
+    """Aligned Sparrow drafts of the tiny targets by name (``vidspec.decoding.testing.aligned_sparrow``),
+    one per test module (some tests fuse a draft's weights in place)."""
+    from vidspec.decoding.testing import aligned_sparrow
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = aligned_sparrow(tiny(name))
+        return cache[name]
+
+    return get

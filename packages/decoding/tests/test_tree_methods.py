@@ -14,7 +14,7 @@ from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fast import FastTarget, TreeModelDrafter, TreeSparrowDrafter, TreeSpeculativeDecoder
 from vidspec.decoding.methods import DEFAULT_TREE, LOSSLESS_METHODS, METHODS, TREE_METHODS, build_decoder
-from vidspec.decoding.sparrow import new_sparrow_for, target_fingerprint
+from vidspec.decoding.sparrow import target_fingerprint
 from vidspec.decoding.types import Request
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
@@ -23,28 +23,6 @@ SHAPE = {"total_tokens": 10, "depth": 3, "top_k": 3}  # small trees: seconds on 
 FAST = {"max_len": 512}
 
 
-def aligned_sparrow(target):
-    """A Sparrow draft that often agrees with a tiny target (as in test_tree_sparrow.py): its FC passes
-    the token embedding through and its layer is the target's last layer."""
-    m = new_sparrow_for(target)
-    d = m.config.hidden_size
-    with torch.no_grad():
-        m.fc.weight.zero_()
-        m.fc.weight[:, :d].copy_(torch.eye(d))
-        m.layer.load_state_dict(target.model.model.language_model.layers[-1].state_dict())
-    return m
-
-
-@pytest.fixture(scope="module")
-def drafts(tiny):
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = aligned_sparrow(tiny(name))
-        return cache[name]
-
-    return get
 
 
 @pytest.fixture(scope="module")

@@ -7,46 +7,15 @@ import torch
 
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast import FastTarget, TreeSparrowDrafter, TreeSpeculativeDecoder
-from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
+from vidspec.decoding.sparrow import SparrowDrafter
+from vidspec.decoding.testing import begin_drafter
 from vidspec.decoding.types import Request, VerifyOutput
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
 HEAD_IDS = list(range(0, 512, 2))  # a draft vocabulary of every other token id
 
 
-def aligned_sparrow(target):
-    """A Sparrow draft that often agrees with a tiny target (a random one never does).
 
-    Its FC passes the token embedding through (z_t = e_t) and its layer is a copy of the target's
-    last layer, so it is the target with the first layer skipped: in a tiny random model the
-    residual stream is mostly the embedding, and the draft predicts the target's token often.
-    """
-    m = new_sparrow_for(target)
-    d = m.config.hidden_size
-    with torch.no_grad():
-        m.fc.weight.zero_()
-        m.fc.weight[:, :d].copy_(torch.eye(d))
-        m.layer.load_state_dict(target.model.model.language_model.layers[-1].state_dict())
-    return m
-
-
-@pytest.fixture(scope="module")
-def drafts(tiny):
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = aligned_sparrow(tiny(name))
-        return cache[name]
-
-    return get
-
-
-def started(target, drafter, req):
-    state = target.prefill(req, frozenset({"penult"}))
-    first = int(state.first_logits.argmax())
-    drafter.begin(target, state, first)
-    return state, first
 
 
 @pytest.mark.parametrize("name", FAMILIES)
@@ -72,7 +41,7 @@ def test_tree_sparrow_on_fast_target_with_draft_vocabulary(tiny, clip, drafts, n
     res = TreeSpeculativeDecoder(FastTarget(target, max_len=512), drafter, total_tokens=10, depth=3,
                              top_k=3).generate(req, max_new_tokens=24)
     assert res.token_ids == ar.token_ids
-    started(target, drafter, req)
+    begin_drafter(target, drafter, req)
     tree = drafter.propose_tree(depth=3, top_k=3, total=10)
     assert set(tree.tokens) <= set(HEAD_IDS)
 
@@ -84,8 +53,8 @@ def test_top1_tree_is_the_chain(tiny, clip, drafts, name, head_ids):
     req = Request("Describe the video.", clip)
     chain = SparrowDrafter(drafts(name), head_ids=head_ids)
     tree = TreeSparrowDrafter(drafts(name), head_ids=head_ids)
-    started(target, chain, req)
-    started(target, tree, req)
+    begin_drafter(target, chain, req)
+    begin_drafter(target, tree, req)
     base = tree.cache_length
     want = chain.propose(5).tokens
     got = tree.propose_tree(depth=5, top_k=1, total=5)
@@ -105,8 +74,8 @@ def test_commit_leaves_the_chain_drafters_state(tiny, clip, drafts, name, head_i
     req = Request("Describe the video.", clip)
     chain = SparrowDrafter(drafts(name), head_ids=head_ids)
     tree = TreeSparrowDrafter(drafts(name), head_ids=head_ids)
-    started(target, chain, req)
-    state, first = started(target, tree, req)
+    begin_drafter(target, chain, req)
+    state, first = begin_drafter(target, tree, req)
     d = chain.propose(4).tokens
     t = tree.propose_tree(depth=3, top_k=3, total=100)  # total above the node count: every node kept
     a = t.tokens.index(d[0])
@@ -133,7 +102,7 @@ def test_commit_without_target_states_is_refused(tiny, clip, drafts):
     name = "tiny-llava-ov"
     target = tiny(name)
     tree = TreeSparrowDrafter(drafts(name))
-    started(target, tree, Request("Describe the video.", clip))
+    begin_drafter(target, tree, Request("Describe the video.", clip))
     t = tree.propose_tree(depth=2, top_k=3, total=6)
     with pytest.raises(RuntimeError, match="penultimate states"):
         tree.commit([t.tokens[0]], 0)

@@ -28,8 +28,7 @@ from vidspec.decoding.fast import (
 )
 from vidspec.decoding.fast.tree import best_path
 from vidspec.decoding.fast.tree_sparrow_fast import _TreeGraph, node_depths, tree_size
-from vidspec.decoding.sparrow import new_sparrow_for
-from vidspec.decoding.testing import emulated_graph_drafter_class
+from vidspec.decoding.testing import aligned_sparrow, begin_drafter, emulated_graph_drafter_class
 from vidspec.decoding.types import Request, VerifyOutput
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
@@ -38,37 +37,6 @@ SHAPES = [(4, 4, 12), (3, 3, 100), (1, 5, 3), (5, 2, 7)]  # (depth, top_k, total
 HEAD_IDS = list(range(0, 512, 2))  # a draft vocabulary of every other token id
 
 
-def aligned_sparrow(target):
-    """A Sparrow draft that often agrees with a tiny target (as in test_tree_sparrow.py).
-
-    Its FC passes the token embedding through and its layer is a copy of the target's last layer.
-    """
-    m = new_sparrow_for(target)
-    d = m.config.hidden_size
-    with torch.no_grad():
-        m.fc.weight.zero_()
-        m.fc.weight[:, :d].copy_(torch.eye(d))
-        m.layer.load_state_dict(target.model.model.language_model.layers[-1].state_dict())
-    return m
-
-
-def started(target, drafter, req):
-    state = target.prefill(req, NEED)
-    first = int(state.first_logits.argmax())
-    drafter.begin(target, state, first)
-    return state, first
-
-
-@pytest.fixture(scope="module")
-def drafts(tiny):
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = aligned_sparrow(tiny(name))
-        return cache[name]
-
-    return get
 
 
 class _RerunGraph:
@@ -103,7 +71,7 @@ def same_tree(a, b) -> None:
 
 def lockstep_trees(target, req, drafters, shapes):
     """Rounds of trees from every drafter (the first's tree verified, its strict path committed to all)."""
-    state, x = started(target, drafters[0], req)
+    state, x = begin_drafter(target, drafters[0], req)
     for d in drafters[1:]:
         d.begin(target, state, x)
     accepted_total = 0
@@ -141,7 +109,7 @@ def test_first_tree_equals_the_eager_tree(tiny, clip, drafts, name, head_ids, sh
     req = Request("Describe the video.", clip)
     eager = TreeSparrowDrafter(drafts(name), head_ids=head_ids)
     fast = FastTreeSparrowDrafter(drafts(name), head_ids=head_ids, max_len=512)
-    state, first = started(target, eager, req)
+    state, first = begin_drafter(target, eager, req)
     fast.begin(target, state, first)
     base = fast.cache_length
     same_tree(eager.propose_tree(*shape), fast.propose_tree(*shape))
@@ -188,7 +156,7 @@ def test_warmup_captures_every_round_graph_of_a_decode(tiny, clip, drafts):
     target = tiny(name)
     req = Request("Describe the video.", clip)
     graphed = EmulatedGraphTree(drafts(name), max_len=256, bucket=32)
-    started(target, graphed, req)
+    begin_drafter(target, graphed, req)
     max_new = 24
     captured = graphed.warmup(target, depth=4, top_k=4, max_text=graphed.cache_length + max_new + 4 * 4)
     assert captured == graphed.graph_captures > 0 and graphed.chain.cache is None
@@ -220,7 +188,7 @@ def test_draft_vocabulary_trees_hold_only_its_tokens(tiny, clip, drafts):
     name = "tiny-llava-ov"
     target = tiny(name)
     fast = FastTreeSparrowDrafter(drafts(name), head_ids=HEAD_IDS, max_len=512)
-    started(target, fast, Request("Describe the video.", clip))
+    begin_drafter(target, fast, Request("Describe the video.", clip))
     assert set(fast.propose_tree(depth=3, top_k=3, total=10).tokens) <= set(HEAD_IDS)
 
 
@@ -231,12 +199,12 @@ def test_bad_shapes_and_a_full_cache_are_refused(tiny, clip, drafts):
     fast = FastTreeSparrowDrafter(drafts(name), head_ids=[1, 2, 3], max_len=512)
     with pytest.raises(RuntimeError, match="begin"):
         fast.propose_tree(2, 2, 4)
-    started(target, fast, req)
+    begin_drafter(target, fast, req)
     with pytest.raises(ValueError, match="top_k"):
         fast.propose_tree(2, 4, 4)  # a draft vocabulary of 3 tokens
     assert fast.propose_tree(0, 2, 4) == fast.propose_tree(0, 2, 4)
     tight = FastTreeSparrowDrafter(drafts(name), max_len=64)
-    started(target, tight, req)
+    begin_drafter(target, tight, req)
     with pytest.raises(ValueError, match="max_len"):
         tight.propose_tree(depth=8, top_k=8, total=48)
 

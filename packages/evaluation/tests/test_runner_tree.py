@@ -6,29 +6,17 @@ import json
 import typing
 
 import pytest
-import torch
 
 from vidspec.decoding.cli import main
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import TREE_METHODS
+from vidspec.decoding.testing import aligned_sparrow
 from vidspec.evaluation import runner as runner_mod
 from vidspec.evaluation.records import SampleRecord, read_jsonl
 from vidspec.evaluation.runner import EvalConfig, EvalModels, build_decoders, run_eval, tree_verify_sizes
 
 TREE = dict(tree_total=10, tree_depth=3, tree_top_k=3)
 
-
-def aligned_sparrow(target):
-    """A Sparrow draft that often agrees with a tiny target (see packages/decoding/tests/test_tree_sparrow.py)."""
-    from vidspec.decoding.sparrow import new_sparrow_for
-
-    m = new_sparrow_for(target)
-    d = m.config.hidden_size
-    with torch.no_grad():
-        m.fc.weight.zero_()
-        m.fc.weight[:, :d].copy_(torch.eye(d))
-        m.layer.load_state_dict(target.model.model.language_model.layers[-1].state_dict())
-    return m
 
 
 @pytest.fixture(scope="module")

@@ -222,3 +222,29 @@ def emulated_graph_drafter_class():
             return _Graph(_ReplayByRerun(self, key, out), out)
 
     return EmulatedGraphDrafter
+
+
+def aligned_sparrow(target):
+    """A Sparrow draft that often agrees with a tiny random target, for tests that need accepted drafts.
+
+    Its FC passes the token embedding through (z_t = e_t) and its layer is a copy of the target's last
+    layer, so it is the target with the first layers skipped: in a tiny random model the residual
+    stream is mostly the embedding, and the draft predicts the target's token often.
+    """
+    from vidspec.decoding.sparrow import new_sparrow_for
+
+    m = new_sparrow_for(target)
+    d = m.config.hidden_size
+    with torch.no_grad():
+        m.fc.weight.zero_()
+        m.fc.weight[:, :d].copy_(torch.eye(d))
+        m.layer.load_state_dict(target.model.model.language_model.layers[-1].state_dict())
+    return m
+
+
+def begin_drafter(target, drafter, request: Request, need: frozenset[str] = frozenset({"penult"})):
+    """Prefill ``request`` (keeping ``need``), start ``drafter`` on its greedy first token: ``(state, first)``."""
+    state = target.prefill(request, need)
+    first = int(state.first_logits.argmax())
+    drafter.begin(target, state, first)
+    return state, first
