@@ -52,3 +52,25 @@ def drafts(tiny):
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def perturbed():
+    """Draft VLMs that agree with their tiny target often but not always: the target with a noisy LM
+    head (seed 3), by name; one per test module."""
+    import torch
+
+    from vidspec.decoding.models import load_target
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            m = load_target(name)
+            with torch.no_grad(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(3)
+                m.model.lm_head.weight.add_(0.6 * torch.randn_like(m.model.lm_head.weight))
+            cache[name] = m
+        return cache[name]
+
+    return get

@@ -20,25 +20,6 @@ NEED = frozenset({"penult", "mid", "last"})
 TOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def perturbed():
-    """A draft that agrees with its target often but not always: the target with a noisy LM head."""
-    from vidspec.decoding.models import load_target
-
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            m = load_target(name)
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                torch.manual_seed(3)
-                m.model.lm_head.weight.add_(0.6 * torch.randn_like(m.model.lm_head.weight))
-            cache[name] = m
-        return cache[name]
-
-    return get
-
-
 def close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return (a.float() - b.float()).abs().max().item() < TOL
 

@@ -87,24 +87,6 @@ def test_tree_sessions_grow_level_by_level(tiny, clip):
     assert sb.cache.tree is None
 
 
-@pytest.fixture(scope="module")
-def perturbed():
-    from vidspec.decoding.models import load_target
-
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            m = load_target(name)
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                torch.manual_seed(3)
-                m.model.lm_head.weight.add_(0.6 * torch.randn_like(m.model.lm_head.weight))
-            cache[name] = m
-        return cache[name]
-
-    return get
-
-
 def test_draft_tree_shape(tiny, clip, perturbed):
     target = tiny("tiny-llava-ov")
     drafter = TreeModelDrafter(perturbed("tiny-llava-ov"))

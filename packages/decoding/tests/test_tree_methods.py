@@ -6,7 +6,6 @@ import inspect
 import json
 
 import pytest
-import torch
 
 from vidspec.decoding import methods as methods_mod
 from vidspec.decoding.cli import main
@@ -23,25 +22,6 @@ SHAPE = {"total_tokens": 10, "depth": 3, "top_k": 3}  # small trees: seconds on 
 FAST = {"max_len": 512}
 
 
-
-
-@pytest.fixture(scope="module")
-def perturbed():
-    """The target with a noisy LM head: a draft VLM that agrees with it often, not always (test_fast_tree.py)."""
-    from vidspec.decoding.models import load_target
-
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            m = load_target(name)
-            with torch.no_grad(), torch.random.fork_rng(devices=[]):
-                torch.manual_seed(3)
-                m.model.lm_head.weight.add_(0.6 * torch.randn_like(m.model.lm_head.weight))
-            cache[name] = m
-        return cache[name]
-
-    return get
 
 
 @pytest.fixture(scope="module")
