@@ -20,7 +20,8 @@ def test_eval_ci_baseline_roundtrip(tmp_path, capsys, monkeypatch):
     data = json.loads(baseline.read_text())
     (entry,) = data["setups"].values()
     assert entry["reason"] == "test baseline" and data["history"][0]["reason"] == "test baseline"
-    assert set(entry["methods"]) == {"ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst"}
+    assert set(entry["methods"]) == {"ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst",
+                                     "tree-sd", "tree-sparrow"}
 
     # The rerun resumes the same folder, so it decodes nothing: it only compares.
     monkeypatch.setattr(runner_mod, "load_models", lambda *a: pytest.fail("decoded again"))
