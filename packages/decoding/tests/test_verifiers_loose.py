@@ -113,6 +113,43 @@ def test_lam0_equals_strict_on_random_cases(pst: bool) -> None:
         assert a.kinds == ("strict",) * a.n_accepted
 
 
+class _NoScoring:
+    name = "no-scoring"
+    need: frozenset[str] = frozenset({"mid"})
+
+    def score(self, out, state):
+        raise AssertionError("a relevance-blind verifier must not score")
+
+
+@pytest.mark.parametrize("predicate", ["always", "prob", "topk"])
+@pytest.mark.parametrize("pst", [False, True])
+def test_lam1_skips_relevance_and_decides_as_the_scored_path(predicate: str, pst: bool) -> None:
+    """λ = 1 (PST everywhere too): the verifier asks for no relevance inputs, never scores, and
+    decides exactly as the same configuration deciding with scores."""
+
+    class Scored(LVSpecVerifier):
+        relevance_blind = False  # the general path, scores and all
+
+    rng = random.Random(1)
+    cfg = LVSpecConfig(lam=1.0, pst=pst, pst_lam=1.0 if pst else None, quantile="running", predicate=predicate,
+                       eps=0.05, top_k=3)
+    blind = LVSpecVerifier(cfg, _NoScoring(), protected=(7,))
+    assert blind.relevance_blind and blind.need == frozenset()
+    assert not LVSpecVerifier(LVSpecConfig(lam=0.9, pst=pst), _NoScoring()).relevance_blind
+    mem_a: dict = {}
+    mem_b: dict = {}
+    for case in range(200):
+        k = rng.randint(1, 8)
+        logits = torch.randn(k + 1, V, generator=torch.Generator().manual_seed(case)) * 2
+        choice = logits.argmax(-1).tolist()
+        draft = tuple(choice[i] if rng.random() < 0.6 else rng.randrange(V) for i in range(k))
+        out = VerifyOutput(logits=logits)
+        scored = Scored(cfg, FixedScorer([rng.random() for _ in range(k + 1)]), protected=(7,))
+        a = blind.verify(Proposal(draft), out, ctx(mem_a))
+        b = scored.verify(Proposal(draft), out, ctx(mem_b))
+        assert (a.n_accepted, a.next_token, a.kinds) == (b.n_accepted, b.next_token, b.kinds)
+
+
 def test_lam0_sampling_equals_strict_sampling() -> None:
     # With λ = 0 the loose walk draws random numbers exactly as the strict sampler does.
     strict = StrictVerifier()

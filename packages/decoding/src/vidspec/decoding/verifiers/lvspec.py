@@ -420,8 +420,22 @@ class LVSpecVerifier:
         self.scorer: RelevanceScorer = scorer if scorer is not None else CosineTopNScorer()
         self.protected = frozenset(int(i) for i in protected)
         self.name = "lvspec-pst" if self.config.pst else "lvspec"
-        self.need: frozenset[str] = frozenset(self.scorer.need)
+        # Nothing to score when no score can change a decision: the target is then asked for no
+        # relevance inputs (no mid-layer states at prefill or verify) and the scorer never runs.
+        self.need: frozenset[str] = frozenset() if self.relevance_blind else frozenset(self.scorer.need)
         self._memory_key = f"{self.name}.relevance_window"
+
+    @property
+    def relevance_blind(self) -> bool:
+        """Whether every draft position is loose (λ = 1) and PST-eligible whatever the scores.
+
+        Then relevance cannot change a decision: only the predicate, PST and the protected tokens
+        decide (e.g. ``lam=1.0, predicate="prob"``: a mismatch passes where the target itself gives
+        the draft's token probability >= ε, wherever it stands). A fixed threshold still reads scores.
+        """
+        cfg = self.config
+        pst_lam = cfg.lam if cfg.pst_lam is None else cfg.pst_lam
+        return cfg.quantile != "threshold" and cfg.lam >= 1.0 and (not cfg.pst or pst_lam >= 1.0)
 
     def draft_scores(self, out: VerifyOutput, ctx: VerifyContext, k: int) -> list[float]:
         """Relevance of draft tokens d_1..d_K (length K), by ``config.score_row``."""
@@ -471,8 +485,12 @@ class LVSpecVerifier:
         k = len(proposal.tokens)
         if k == 0:
             return loose_walk(proposal, out, ctx, LoosePolicy((), ()))
-        scores = self.draft_scores(out, ctx, k)
-        loose, shift = self.masks(scores, ctx.memory)
+        if self.relevance_blind:
+            scores: list[float] = []
+            loose, shift = [True] * k, [self.config.pst] * k
+        else:
+            scores = self.draft_scores(out, ctx, k)
+            loose, shift = self.masks(scores, ctx.memory)
         cfg = self.config
         policy = LoosePolicy(loose, shift, self.protected, cfg.predicate, cfg.top_k, cfg.eps, cfg.pst_window)
         d = loose_walk(proposal, out, ctx, policy)
