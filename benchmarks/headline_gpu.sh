@@ -48,7 +48,7 @@
 # MCQ_LIMIT (EVAL_LIMIT), HF_LIMIT (20: videos of the HF generate comparison), METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
 # small so the train phase fits a 10-minute call), LONG_FRAMES (0: no long pass), LONG_SHORT_FRAMES
 # (64), LONG_LIMIT (10), REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
-# arguments for every eval run, e.g. "--predicate prob --eps 0.1": the loose predicate that kept every fact in
+# arguments for every eval run, e.g. "--lam 1.0 --predicate prob --eps 0.1": the loose predicate that kept every fact in
 # benchmarks/loose_predicate.py; use another OUT, since a run folder refuses a changed config), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
 # NUM_VIDEOS (12000), WORKERS (8), VIDSPEC (vidspec), PY (python3), and every knob of
 # train_releases_gpu.sh (TARGET_TIME, SPARROW_TIME, ...). SMOKE=1: toy size on the CPU (the train
@@ -80,7 +80,7 @@ DDP_BATCH=${DDP_BATCH:-256}
 DDP_ACCEL=gpu
 DDP_WORKERS=12
 DEV=cuda
-read -r -a EVAL_ARGS <<< "${EVAL_EXTRA:-}"  # e.g. EVAL_EXTRA="--predicate prob --eps 0.1"
+read -r -a EVAL_ARGS <<< "${EVAL_EXTRA:-}"  # e.g. EVAL_EXTRA="--lam 1.0 --predicate prob --eps 0.1"
 read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-vocab 32768"
 REPLAY_JSON=replay_7b.json
 if [[ "$SMOKE" == "1" ]]; then
