@@ -3,7 +3,8 @@
 Runs ``vidspec train fit`` once per device count (Lightning starts one process per device), reads
 each run's ``metrics.jsonl`` (one record per optimizer step, with wall-clock time) and reports:
 
-- samples/s over the steps after a warm-up (global batch x steps / wall time between them);
+- samples/s over the steps after a warm-up (the logged batch sizes of those steps x devices, or global
+  batch x steps when the recipe does not log them, / wall time between them);
 - the ratio to the first device count (weak scaling: the per-device batch stays the same, so N
   devices see N times the samples per step; ideal is N);
 - the loss curve of each run (JSON and a PNG plot), to show that the runs train alike.
@@ -55,11 +56,20 @@ def throughput(rows: list[dict], batch: int, devices: int, warmup: int) -> dict:
     steps = b["step"] - a["step"]
     secs = b["time"] - a["time"]
     tps = [r["train/tokens_per_s"] for r in after if "train/tokens_per_s" in r]
+    # The samples of steps a+1..b: the logged batch sizes (one rank's; every rank gets as many) when the
+    # recipe logs them, so an epoch's short last batch counts as what it is; else batch x steps.
+    timed = [r for r in after if r["step"] > a["step"]]
+    if timed and all("train/samples" in r for r in timed):
+        samples, source = sum(r["train/samples"] for r in timed) * devices, "logged batch sizes x devices"
+    else:
+        samples, source = steps * batch * devices, "per-device batch x devices x steps"
     return {
         "steps_timed": steps,
         "seconds": secs,
         "steps_per_s": steps / secs,
-        "samples_per_s": steps * batch * devices / secs,
+        "samples_timed": samples,
+        "samples_from": source,
+        "samples_per_s": samples / secs,
         "tokens_per_s_logged_median": statistics.median(tps) if tps else None,
     }
 

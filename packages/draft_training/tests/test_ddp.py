@@ -23,4 +23,5 @@ def test_two_process_ddp_on_cpu(tmp_path, tiny_dataset):
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "train/loss" in r]
     assert [r["step"] for r in records] == [1, 2]  # written by rank zero only
+    assert all(r["train/samples"] >= 1 for r in records)  # this rank's batch size, for throughput figures
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()

@@ -178,6 +178,10 @@ def test_resume_reproduces_losses_and_export_decodes_losslessly(dataset, tmp_pat
     run_cli(["fit", "--config", str(full)])
     ref = losses_by_step(tmp_path / "full")
     assert len(ref) == 6
+    from vidspec.draft_training.callbacks import read_metrics
+
+    sizes = {r["train/samples"] for r in read_metrics(tmp_path / "full" / "metrics.jsonl") if "train/loss" in r}
+    assert sizes and all(1 <= b <= yaml.safe_load(full.read_text())["data"]["batch_size"] for b in sizes)
 
     broken = tiny_recipe(tmp_path, dataset, "broken")
     with pytest.raises(RuntimeError, match="FailAtStep"):

@@ -233,6 +233,7 @@ class VLMSFTModule(L.LightningModule):
             return sum(p.sum() for p in self.parameters() if p.requires_grad) * 0.0
         self.log("train/loss", loss, on_step=True, prog_bar=True, batch_size=bs)
         self.log("train/answer_tokens", float(n), on_step=True, batch_size=bs)
+        self.log("train/samples", float(bs), on_step=True, batch_size=bs)  # this rank's; every rank's is the same
         opt = self.optimizers(use_pl_optimizer=False) if self._trainer is not None else None
         if opt is not None:
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, prog_bar=True, batch_size=bs)

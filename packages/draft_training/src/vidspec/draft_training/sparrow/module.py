@@ -424,6 +424,9 @@ class SparrowDistillModule(L.LightningModule):
         loss, stats, n = self.step(batch)
         bs = batch["input_ids"].shape[0]
         self._log_stats("train", loss, stats, n, bs, on_step=True)
+        # This rank's samples (a DistributedSampler gives every rank the same count, the last
+        # batch of an epoch included): throughput from real batch sizes, not batch x steps.
+        self.log("train/samples", float(bs), on_step=True, batch_size=bs)
         if self._trainer is not None:
             opt = self.optimizers(use_pl_optimizer=False)
             self.log("train/lr", opt.param_groups[0]["lr"], on_step=True, batch_size=bs)
