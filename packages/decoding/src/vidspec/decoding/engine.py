@@ -55,6 +55,55 @@ def clip_at_stop(new: list[int], eos: frozenset[int], emitted: int, max_new_toke
     return new, None
 
 
+def collect_result(method: str, target, rounds: Iterator[tuple[list[int], StepRecord | None]], timings: dict,
+                   t0: float) -> GenerationResult:
+    """A decode's result from its rounds ``(new tokens, step record or None for prefill's token)``.
+
+    ``timings`` is filled by the rounds (prefill_s, decode_s, finish, optionally begin_s); ``t0`` is
+    when the decode started (wall time ends when the rounds do).
+    """
+    tokens: list[int] = []
+    steps: list[StepRecord] = []
+    for new, step in rounds:
+        tokens.extend(new)
+        if step is not None:
+            steps.append(step)
+    return GenerationResult(
+        method=method,
+        text=target.decode(tokens),
+        token_ids=tuple(tokens),
+        steps=tuple(steps),
+        timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"],
+                        wall_s=time.perf_counter() - t0, begin_s=timings.get("begin_s", 0.0)),
+        finish_reason=timings["finish"],
+    )
+
+
+def stream_text(decode, pieces: Iterator[list[int]]) -> Iterator[str]:
+    """Text as token batches arrive, decoded incrementally so multi-byte text stays whole.
+
+    Each batch decodes only its new tokens, prefixed by the tokens of the piece shown last (the
+    context a tokenizer needs for word-initial spaces), and yields the text beyond that context:
+    linear work in the output, not a decode of everything per batch. A batch that ends inside a
+    character (the text ends in U+FFFD) shows nothing until the character is complete.
+    """
+    tokens: list[int] = []
+    start = shown = 0  # tokens[start:shown] are the last shown piece's tokens; tokens[shown:] are new
+    context = ""  # decode(tokens[start:shown])
+    for new in pieces:
+        tokens.extend(new)
+        text = decode(tokens[start:])
+        if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
+            continue
+        if len(text) > len(context):
+            yield text[len(context):]
+            start, shown = shown, len(tokens)
+            context = decode(tokens[start:shown])
+    final = decode(tokens[start:])
+    if len(final) > len(context):  # flush a trailing partial character at the end
+        yield final[len(context):]
+
+
 @dataclass
 class _Event:
     """One chunk of output for :meth:`SpeculativeDecoder.stream`."""
@@ -221,51 +270,17 @@ class SpeculativeDecoder:
         generator = self._generator(max_new_tokens, temperature, top_p, seed)
         timings: dict = {}
         t0 = time.perf_counter()
-        tokens: list[int] = []
-        steps: list[StepRecord] = []
         with self._drafting_as(temperature, top_p, generator):
-            for ev in self._events(request, max_new_tokens, temperature, top_p, generator, timings):
-                tokens.extend(ev.token_ids)
-                if ev.step is not None:
-                    steps.append(ev.step)
-        wall = time.perf_counter() - t0
-        return GenerationResult(
-            method=self.method,
-            text=self.target.decode(tokens),
-            token_ids=tuple(tokens),
-            steps=tuple(steps),
-            timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"], wall_s=wall,
-                            begin_s=timings.get("begin_s", 0.0)),
-            finish_reason=timings["finish"],
-        )
+            events = self._events(request, max_new_tokens, temperature, top_p, generator, timings)
+            return collect_result(self.method, self.target, ((ev.token_ids, ev.step) for ev in events), timings, t0)
 
     @torch.inference_mode()
     def stream(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
                seed: int | None = None) -> Iterator[str]:
-        """Yield text pieces as rounds finish (decoded incrementally, so multi-byte text stays whole).
-
-        Each round decodes only its new tokens, prefixed by the tokens of the piece shown last (the
-        context a tokenizer needs for word-initial spaces), and yields the text beyond that
-        context: linear work in the output, not a decode of everything per round. A round that ends
-        inside a character (the text ends in U+FFFD) shows nothing until the character is complete.
-        """
+        """Yield text pieces as rounds finish (decoded incrementally by :func:`stream_text`)."""
         generator = self._generator(max_new_tokens, temperature, top_p, seed)
-        decode = self.target.decode
-        tokens: list[int] = []
-        start = shown = 0  # tokens[start:shown] are the last shown piece's tokens; tokens[shown:] are new
-        context = ""  # decode(tokens[start:shown])
         # The drafter's settings come back when the stream ends or is closed (an abandoned stream:
         # when it is garbage-collected); interleaving two streams of one decoder is not supported.
         with self._drafting_as(temperature, top_p, generator):
-            for ev in self._events(request, max_new_tokens, temperature, top_p, generator, {}):
-                tokens.extend(ev.token_ids)
-                text = decode(tokens[start:])
-                if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
-                    continue
-                if len(text) > len(context):
-                    yield text[len(context):]
-                    start, shown = shown, len(tokens)
-                    context = decode(tokens[start:shown])
-        final = decode(tokens[start:])
-        if len(final) > len(context):  # flush a trailing partial character at the end
-            yield final[len(context):]
+            events = self._events(request, max_new_tokens, temperature, top_p, generator, {})
+            yield from stream_text(self.target.decode, (ev.token_ids for ev in events))

@@ -48,7 +48,7 @@ from typing import Protocol
 
 import torch
 
-from vidspec.decoding.engine import clip_at_stop
+from vidspec.decoding.engine import clip_at_stop, collect_result, stream_text
 from vidspec.decoding.models.base import HFVideoTarget
 from vidspec.decoding.types import (
     Decision,
@@ -58,7 +58,6 @@ from vidspec.decoding.types import (
     StepRecord,
     TargetModel,
     TargetState,
-    Timings,
     Verifier,
     VerifyContext,
     VerifyOutput,
@@ -397,41 +396,12 @@ class TreeSpeculativeDecoder:
         """
         self._check(max_new_tokens, temperature)
         timings: dict = {}
-        t0 = time.perf_counter()
-        tokens: list[int] = []
-        steps: list[StepRecord] = []
-        for new, step in self._rounds(request, max_new_tokens, timings):
-            tokens.extend(new)
-            if step is not None:
-                steps.append(step)
-        return GenerationResult(
-            method=self.method,
-            text=self.target.decode(tokens),
-            token_ids=tuple(tokens),
-            steps=tuple(steps),
-            timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"],
-                            wall_s=time.perf_counter() - t0, begin_s=timings.get("begin_s", 0.0)),
-            finish_reason=timings["finish"],
-        )
+        return collect_result(self.method, self.target, self._rounds(request, max_new_tokens, timings), timings,
+                              time.perf_counter())
 
     @torch.inference_mode()
     def stream(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
                seed: int | None = None) -> Iterator[str]:
         """Yield text pieces as rounds finish, decoded as :meth:`SpeculativeDecoder.stream` decodes them."""
         self._check(max_new_tokens, temperature)
-        decode = self.target.decode
-        tokens: list[int] = []
-        start = shown = 0  # tokens[start:shown]: the last shown piece (context for word-initial spaces)
-        context = ""
-        for new, _ in self._rounds(request, max_new_tokens, {}):
-            tokens.extend(new)
-            text = decode(tokens[start:])
-            if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
-                continue
-            if len(text) > len(context):
-                yield text[len(context):]
-                start, shown = shown, len(tokens)
-                context = decode(tokens[start:shown])
-        final = decode(tokens[start:])
-        if len(final) > len(context):
-            yield final[len(context):]
+        yield from stream_text(self.target.decode, (new for new, _ in self._rounds(request, max_new_tokens, {})))
