@@ -489,6 +489,24 @@ class FastSparrowDrafter(SparrowDrafter):
         stream.wait_stream(torch.cuda.current_stream(e.device))
         return torch.cuda.stream(stream), stream
 
+    def _warm_then_record(self, run, record):
+        """Run a graph's work twice for real on a side stream (restoring the chain state after each),
+        then capture it with ``record()``; returns the graph.
+
+        The warm-ups' cache and record writes are idempotent (same inputs, same slots) but the
+        chaining writes of the single-step inputs are not, so those are restored after each run.
+        Shared by the chain graphs and :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter`'s rounds.
+        """
+        snap = self._snapshot()
+        ctx, stream = self._side_stream()
+        with ctx:
+            for _ in range(2):
+                run()
+                self._restore(snap)
+        if stream is not None:
+            torch.cuda.current_stream(self._eng.device).wait_stream(stream)
+        return record()
+
     def _record(self, key: tuple[int, int, int]) -> _Graph:
         """Capture the chain ``key = (T, k, lb)`` (capture does not execute it)."""
         e = self._eng
@@ -502,19 +520,8 @@ class FastSparrowDrafter(SparrowDrafter):
     def _capture(self, key: tuple[int, int, int]) -> _Graph:
         """Warm up, capture and replay once the chain ``key = (T, k, lb)`` (its inputs are already loaded)."""
         e = self._eng
-        t = key[0]
-        self._arena(t)
-        snap = self._snapshot()
-        # Warm-up runs execute the chain for real: its cache writes are idempotent (same inputs,
-        # same slots) but its chaining writes are not, so the chain state is restored after each.
-        ctx, stream = self._side_stream()
-        with ctx:
-            for _ in range(2):
-                self._chain(*key)
-                self._restore(snap)
-        if stream is not None:
-            torch.cuda.current_stream(e.device).wait_stream(stream)
-        g = self._record(key)
+        self._arena(key[0])
+        g = self._warm_then_record(lambda: self._chain(*key), lambda: self._record(key))
         e.graphs[key] = g
         self.graph_captures += 1
         log.debug("captured Sparrow draft chain T=%d k=%d over %d slots (%d graphs)", *key, len(e.graphs))

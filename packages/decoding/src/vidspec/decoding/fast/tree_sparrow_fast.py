@@ -248,20 +248,8 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
 
     def _capture(self, key: tuple[int, int, int, int]) -> _TreeGraph:
         """Warm up, capture and replay once the round ``key`` (its inputs are already loaded)."""
-        c = self.chain
-        e = c._eng
         self._record_buffer(key[1], key[2])  # allocated outside the capture: the replay writes it
-        snap = c._snapshot()
-        # Warm-ups execute the round for real: its cache and record writes are idempotent, the
-        # chain's single-step inputs (written by the pending step) are restored.
-        ctx, stream = c._side_stream()
-        with ctx:
-            for _ in range(2):
-                self._grow(*key)
-                c._restore(snap)
-        if stream is not None:
-            torch.cuda.current_stream(e.device).wait_stream(stream)
-        g = self._record(key)
+        g = self.chain._warm_then_record(lambda: self._grow(*key), lambda: self._record(key))
         self._graphs[key] = g
         self.graph_captures += 1
         log.debug("captured Sparrow tree round T=%d depth=%d top_k=%d over %d slots (%d graphs)", *key,
