@@ -74,3 +74,18 @@ def perturbed():
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def cuda_tiny_fp32():
+    """Tiny targets by name on CUDA in fp32 (the GPU tests compare graph paths with eager ones exactly)."""
+    from vidspec.decoding.models import load_target
+
+    cache: dict = {}
+
+    def get(name: str):
+        if name not in cache:
+            cache[name] = load_target(name, device="cuda", dtype="float32")
+        return cache[name]
+
+    return get

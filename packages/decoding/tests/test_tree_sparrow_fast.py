@@ -225,20 +225,6 @@ def test_build_decoder_picks_the_fast_tree_drafter_on_the_fast_engine(tiny, clip
 
 
 # ---- CUDA ---------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cuda_tiny_fp32():
-    from vidspec.decoding.models import load_target
-
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = load_target(name, device="cuda", dtype="float32")
-        return cache[name]
-
-    return get
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("name", FAMILIES)
