@@ -238,16 +238,9 @@ def main(argv=None) -> int:
     args.methods = [m for m in args.methods.split(",") if m]
     args.families = [f for f in args.families.split(",") if f]
     args.visual = [int(v) for v in str(args.visual).split(",") if v]
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        res = run(args)
-    res["args"] = dict(vars(args))
-    res["machine"] = sds.machine_info(torch.device(args.device))
-    res["total_s"] = time.perf_counter() - t0
-    res["conventions"] = ("per-token decode time after prefill (drafter prompt feed included), medians over samples; "
-                          "acceptance counts replayed from the records; random weights: costs only")
-    sds.write_results(res, args.out, "replay_7b", args.smoke)
-    return 0
+    conventions = ("per-token decode time after prefill (drafter prompt feed included), medians over samples; "
+                   "acceptance counts replayed from the records; random weights: costs only")
+    return sds.run_and_write(args, run, "replay_7b", conventions=conventions)
 
 
 if __name__ == "__main__":

@@ -299,15 +299,7 @@ def main(argv=None) -> int:
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
     args.families = [f for f in args.families.split(",") if f]
     args.visual = [int(v) for v in str(args.visual).split(",") if v]
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        res = run(args)
-    res["args"] = {k: v for k, v in vars(args).items()}
-    res["machine"] = machine_info(torch.device(args.device))
-    res["total_s"] = time.perf_counter() - t0
-    print_table(res)
-    write_results(res, args.out, "sparrow_draft_step_gpu", args.smoke)
-    return 0
+    return run_and_write(args, run, "sparrow_draft_step_gpu", show=print_table)
 
 
 def pick_device(args, script: str) -> bool:
@@ -320,6 +312,23 @@ def pick_device(args, script: str) -> bool:
     if args.smoke and args.device == "cpu":
         torch.set_num_threads(1)
     return True
+
+
+def run_and_write(args, run, name: str, conventions: str | None = None, show=None) -> int:
+    """``run(args)`` under inference mode, then its results with the arguments, machine info and total
+    seconds (and ``conventions``) shown by ``show`` and written as ``NAME.json`` into ``args.out``."""
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        res = run(args)
+    res["args"] = dict(vars(args))
+    res["machine"] = machine_info(torch.device(args.device))
+    res["total_s"] = time.perf_counter() - t0
+    if conventions:
+        res["conventions"] = conventions
+    if show is not None:
+        show(res)
+    write_results(res, args.out, name, args.smoke)
+    return 0
 
 
 def write_results(res: dict, out: str | Path, name: str, smoke: bool) -> Path:

@@ -190,16 +190,9 @@ def main(argv=None) -> int:
     args.trees = [parse_tree(t) for t in args.trees.split(",") if t]
     args.chains = [int(k) for k in args.chains.split(",") if k]
     args.families = [f for f in args.families.split(",") if f]
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        res = run(args)
-    res["args"] = {k: v for k, v in vars(args).items()}
-    res["machine"] = sds.machine_info(torch.device(args.device))
-    res["total_s"] = time.perf_counter() - t0
-    res["conventions"] = ("median ms per piece; projected DSR = testbed tau x AR ms / (draft ms + verify ms) per round, "
-                          "no inter-piece glue (an upper bound); random weights: costs only")
-    sds.write_results(res, args.out, "tree_cost_7b", args.smoke)
-    return 0
+    conventions = ("median ms per piece; projected DSR = testbed tau x AR ms / (draft ms + verify ms) per round, "
+                   "no inter-piece glue (an upper bound); random weights: costs only")
+    return sds.run_and_write(args, run, "tree_cost_7b", conventions=conventions)
 
 
 if __name__ == "__main__":
