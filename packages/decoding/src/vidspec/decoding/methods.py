@@ -75,8 +75,6 @@ LOOSE_METHODS = ("lvspec", "lvspec-pst", "fly")
 DEFAULT_TREE: dict[str, int] = {"total_tokens": 48, "depth": 8, "top_k": 8}
 #: The command-line flag of each ``tree=`` key (named in errors).
 TREE_FLAGS: dict[str, str] = {"total_tokens": "--tree-total", "depth": "--tree-depth", "top_k": "--tree-top-k"}
-#: FastTarget's default ``max_tree`` (largest verify step / tree session run as a CUDA graph).
-DEFAULT_FAST_MAX_TREE = 64
 DEFAULT_K = 4
 #: ``engine=`` choices (``--engine``).
 ENGINES: tuple[str, ...] = ("eager", "fast")
@@ -127,8 +125,10 @@ def tree_fast_options(fast_options: dict[str, Any] | None, total_tokens: int) ->
     A ``max_tree`` given in ``fast_options`` is kept as it is (too small is refused by
     :func:`build_decoder`).
     """
+    from vidspec.decoding.fast.target import DEFAULT_MAX_TREE
+
     opts = dict(fast_options or {})
-    if "max_tree" not in opts and total_tokens + 1 > DEFAULT_FAST_MAX_TREE:
+    if "max_tree" not in opts and total_tokens + 1 > DEFAULT_MAX_TREE:
         opts["max_tree"] = total_tokens + 1
     return opts
 

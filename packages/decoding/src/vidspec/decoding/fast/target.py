@@ -40,6 +40,9 @@ from vidspec.decoding.types import (
 )
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
+#: Default ``max_tree``: the largest verify step / tree session a FastTarget runs as a CUDA graph.
+DEFAULT_MAX_TREE = 64
+
 log = logging.getLogger(__name__)
 
 
@@ -119,7 +122,7 @@ class FastTarget:
     provides: frozenset[str] = frozenset({"last", "penult", "mid"})
 
     def __init__(self, adapter: HFVideoTarget, max_len: int = 8192, graphs: bool = True, compile: bool | None = None,
-                 prefill_chunk: int = 8192, fast_vision: bool = True, bucket: int = 256, max_tree: int = 64,
+                 prefill_chunk: int = 8192, fast_vision: bool = True, bucket: int = 256, max_tree: int = DEFAULT_MAX_TREE,
                  fuse: bool | None = None, kernels: bool | None = None, compile_mode: str | None = None):
         if isinstance(adapter, FastTarget):
             raise TypeError("FastTarget wraps an eager adapter, not another FastTarget")
