@@ -121,7 +121,9 @@ def test_fast_max_tree_holds_the_verify_tree(tiny, drafts):
     dec = build_decoder("tree-sparrow", target=target, draft=draft, engine="fast", fast_options=FAST,
                         tree={"total_tokens": 80})
     assert dec.target.lm.max_tree == 81
-    assert inspect.signature(FastTarget).parameters["max_tree"].default == methods_mod.DEFAULT_FAST_MAX_TREE
+    from vidspec.decoding.fast.target import DEFAULT_MAX_TREE
+
+    assert inspect.signature(FastTarget).parameters["max_tree"].default == DEFAULT_MAX_TREE
     assert build_decoder("tree-sparrow", target=target, draft=draft, engine="fast",
                          fast_options=FAST).target.lm.max_tree == 64  # the default shape fits FastTarget's default
     # too small, given explicitly or as a FastTarget: refused, naming the option
