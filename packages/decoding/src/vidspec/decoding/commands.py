@@ -163,8 +163,6 @@ def generate(
         from vidspec.decoding.errors import VideoError
 
         raise VideoError(f"video file not found: {video}")
-    if method in TREE_METHODS and temperature > 0:  # before models load (build_decoder checks it too)
-        raise ConfigError(f"method {method} is implemented for greedy decoding only; use temperature 0")
     if method in SPARROW_METHODS:
         draft = sparrow or draft
         if draft is None:
