@@ -25,6 +25,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from vidspec.decoding.drafters import ModelDrafter
@@ -308,6 +309,10 @@ class FastTarget:
         if sess.base + n0 != state.length:
             raise RuntimeError("tree session out of step with the cache length")
         depth = []
+        r = n0 + len(tokens)
+        # Row i: the session nodes node n0 + i sees. Built in numpy, a row copy per node (a
+        # torch index assignment per row cost ~0.3 ms of host time per 49-node round).
+        rows = np.zeros((len(tokens), r), dtype=bool)
         for i, p in enumerate(parents):
             g = n0 + i
             if not -1 <= p < g:
@@ -317,10 +322,12 @@ class FastTarget:
             sess.depths.append(d)
             sess.ancestors.append(([] if p < 0 else sess.ancestors[p]) + [g])
             depth.append(d)
-        r = n0 + len(tokens)
-        mask = torch.zeros(len(tokens), r, dtype=torch.bool)
-        for i in range(len(tokens)):
-            mask[i, sess.ancestors[n0 + i]] = True
+            if p >= n0:  # a parent of this call: its row is complete
+                rows[i, :g] = rows[p - n0, :g]
+            elif p >= 0:  # a parent of an earlier call of the session
+                rows[i, sess.ancestors[p]] = True
+            rows[i, g] = True
+        mask = torch.from_numpy(rows)
         out = self.lm.step(list(tokens), state.length, sess.base, state.extra["offset"], depth, mask)
         state.length = cache.length = state.length + len(tokens)
         cache.tree = sess

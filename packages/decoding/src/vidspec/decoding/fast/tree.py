@@ -46,6 +46,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from vidspec.decoding.engine import clip_at_stop, collect_result, stream_text
@@ -193,8 +194,12 @@ def rerank_tree(tokens: list[int], parents: list[int], scores: list[float], dept
         tokens, parents, scores, depths: every grown node in growth order (parents -1 at depth 1).
         total: nodes kept.
     """
-    order = sorted(range(len(tokens)), key=lambda n: (-scores[n], depths[n], n))[:total]
-    keep = sorted(order, key=lambda n: (depths[n], n))
+    # np.lexsort sorts by its last key first and is stable, so ties fall to depth, then to growth
+    # order (the index): the order of sorting by (-score, depth, index), a tenth of its host time.
+    sc = np.asarray(scores, dtype=np.float64)
+    dp = np.asarray(depths, dtype=np.int64)
+    order = np.lexsort((dp, -sc))[:total]
+    keep = order[np.lexsort((order, dp[order]))].tolist()
     new_index = {n: j for j, n in enumerate(keep)}
     return DraftTree(
         tokens=tuple(tokens[n] for n in keep),
@@ -352,7 +357,7 @@ class TreeSpeculativeDecoder:
             tokens, parents = tree.with_root(x_last)
             out = target.verify_tree(state, tokens, parents, need_verify)
             argmax = out.logits.argmax(-1).tolist()
-            path, _ = best_path(tokens, parents, [0.0, *tree.scores], argmax)
+            path, matched = best_path(tokens, parents, [0.0, *tree.scores], argmax)
             idx = torch.tensor(path, dtype=torch.long)
             chain = VerifyOutput(
                 logits=_rows(out.logits, idx),
@@ -361,7 +366,12 @@ class TreeSpeculativeDecoder:
                 hidden_mid=_rows(out.hidden_mid, idx),
             )
             proposal = Proposal(tuple(tokens[n] for n in path[1:]))
-            decision: Decision = verifier.verify(proposal, chain, ctx)
+            if type(verifier) is StrictVerifier:
+                # Greedy strict verification along the path is the match count best_path found (it
+                # follows matching children first): skip a second argmax and host read of the logits.
+                decision: Decision = Decision(matched, argmax[path[matched]], ("strict",) * matched)
+            else:
+                decision = verifier.verify(proposal, chain, ctx)
             n = decision.n_accepted
             target.commit_tree(state, path[: n + 1])
             accepted = list(proposal.tokens[:n])
