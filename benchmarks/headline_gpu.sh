@@ -273,7 +273,7 @@ echo "== summary ($(( $(stamp) - T_START )) s in this call)"
 OUT="$OUT" SMOKE="$SMOKE" SEED="$SEED" GIT_SHA="$GIT_SHA" GIT_FROM="$GIT_FROM" REPLAY_JSON="$REPLAY_JSON" \
   DEV="$DEV" PHASES="$PHASES" EVAL_LIMIT="$EVAL_LIMIT" MAX_NEW_TOKENS="$MAX_NEW_TOKENS" METHODS="$METHODS" \
   DRAFT="${DRAFT:-none}" DATA="$DATA" LONG_FRAMES="$LONG_FRAMES" LONG_SHORT_FRAMES="$LONG_SHORT_FRAMES" \
-  $PY - <<'EOF'
+  EVAL_EXTRA="${EVAL_EXTRA:-}" DDP_BATCH="$DDP_BATCH" DDP_STEPS="$DDP_STEPS" $PY - <<'EOF'
 import json, os, time
 from pathlib import Path
 
@@ -302,7 +302,9 @@ doc = {
     "command": ("SMOKE=1 " if env["SMOKE"] == "1" else "") + f"OUT={out} PHASES={env['PHASES']} bash benchmarks/headline_gpu.sh",
     "note": "phase_seconds: the seconds of the call that finished each step; skipped steps keep them",
     "knobs": {k: env[k] for k in ("PHASES", "EVAL_LIMIT", "MAX_NEW_TOKENS", "METHODS", "DRAFT", "DATA",
-                                  "LONG_FRAMES", "LONG_SHORT_FRAMES")},
+                                  "LONG_FRAMES", "LONG_SHORT_FRAMES")}
+             | {k: env[k] for k in ("EVAL_EXTRA", "TARGET_TIME", "TARGET_STEPS", "SPARROW_TIME", "SPARROW_STEPS",
+                                    "SPARROW_EXTRA", "DDP_BATCH", "DDP_STEPS") if env.get(k)},
     "phase_seconds": phase_seconds, "step_seconds": steps,
     "conventions": ("batch 1, greedy, fast engine; tau includes the bonus token (AR = 1.0); DSR = decode-phase "
                     "speedup over AR in the same run, ESR = end to end; retention = method score / AR score on "

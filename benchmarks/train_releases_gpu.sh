@@ -18,7 +18,10 @@
 # Run from the repository root with the vidspec packages importable:
 #   OUT=/path/out PROFILE=release bash benchmarks/train_releases_gpu.sh
 # Knobs: OUT, PROFILE, DATA (share one SynthVid set between runs), NUM_VIDEOS (12000), TARGET_TIME,
-# TARGET_STEPS, DRAFT_TIME, SPARROW_TIME, VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
+# TARGET_STEPS, DRAFT_TIME, SPARROW_TIME, SPARROW_STEPS (the step count the Sparrow LR schedule
+# decays over; default: none, the LR stays near its peak until SPARROW_TIME stops the run),
+# SPARROW_EXTRA (more `vidspec train fit` arguments for the Sparrow stage, e.g.
+# "--model.init_args.loss.mtp_steps 4"), VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
 # FREEZE_VISION (true).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
@@ -119,8 +122,11 @@ train synthvid-target synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" --model
   --model.init_args.optim.lr "$LR" \
   --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05
 # Sparrow: distilled from the target on the target's own caption style (KL to its outputs).
-train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" "$SMALL_STEPS" --model.init_args.target "$OUT/releases/synthvid-target" \
-  --model.init_args.target_dtype float32 --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size 64
+read -r -a SPARROW_ARGS <<< "${SPARROW_EXTRA:-}"
+train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" "${SPARROW_STEPS:-$SMALL_STEPS}" \
+  --model.init_args.target "$OUT/releases/synthvid-target" \
+  --model.init_args.target_dtype float32 --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size 64 \
+  "${SPARROW_ARGS[@]}"
 wait
 [[ -f "$OUT/draft.log" ]] && tail -3 "$OUT/draft.log"
 
