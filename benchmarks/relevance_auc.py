@@ -50,8 +50,11 @@ TOP_NS = (1, 10, 100)
 
 
 def machine_info() -> dict:
+    # VIDSPEC_GIT_SHA names the commit where the checkout's .git does not (the lent GPU machine
+    # receives a tree whose .git copy may be stale).
+    sha = os.environ.get("VIDSPEC_GIT_SHA", "")
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        sha = sha or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     except OSError:
         sha = ""
     cpu = ""
