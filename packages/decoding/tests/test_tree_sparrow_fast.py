@@ -2,6 +2,8 @@
 
 CPU tests run the device-side growth eagerly, and once through an emulation of the graph path
 (capture-time warm-ups and restores, static record buffers, bucketed attention over stale slots).
+With ``TRITON_INTERPRET=1`` the kernel path (pending step and tree levels on the Triton kernels)
+runs on CPU too, through Triton's interpreter.
 The GPU test (``pytest -m gpu packages/decoding/tests/test_tree_sparrow_fast.py``) replays real
 CUDA graphs.
 
@@ -230,7 +232,8 @@ def test_build_decoder_picks_the_fast_tree_drafter_on_the_fast_engine(tiny, clip
 @pytest.mark.parametrize("name", FAMILIES)
 @pytest.mark.parametrize("kernels", [False, True], ids=["sdpa", "kernels"])
 def test_cuda_graph_rounds_equal_the_eager_drafter_fp32(cuda_tiny_fp32, clip, name, kernels):
-    """Real CUDA graphs (pending step on SDPA or the Triton kernels, tree levels on SDPA) in fp32."""
+    """Real CUDA graphs in fp32: the pending step and the tree levels on SDPA, or both on the Triton
+    kernels (levels: tree-masked decode attention over exact lengths, no buckets)."""
     from vidspec.decoding.fast.lm import _has_triton
 
     if kernels and not _has_triton():
@@ -243,6 +246,8 @@ def test_cuda_graph_rounds_equal_the_eager_drafter_fp32(cuda_tiny_fp32, clip, na
     shapes = [(4, 4, 12)] * 5 + [(3, 4, 8)]
     lockstep_trees(target, Request("Describe the video.", clip), [eager, graphed], shapes)
     assert graphed.graphs and not eager.graphs and graphed.kernels == kernels and graphed.graph_captures >= 2
+    assert (graphed.kernel_levels > 0 and eager.kernel_levels > 0) == kernels
+    assert all((lb == 0) == kernels for *_, lb in graphed._graphs)  # the kernel path has no buckets
     fast = FastTarget(target, compile=False)
     req = Request("What happens in this video?", clip)
     ar = SpeculativeDecoder(fast).generate(req, max_new_tokens=32)
@@ -256,16 +261,25 @@ RUN_KERNELS_ON_CPU = os.environ.get("TRITON_INTERPRET") == "1" and importlib.uti
 
 
 @pytest.mark.skipif(not RUN_KERNELS_ON_CPU, reason="needs Triton with TRITON_INTERPRET=1 (on CUDA: the gpu test)")
-@pytest.mark.parametrize("name", FAMILIES)
-def test_kernel_path_trees_equal_the_eager_drafter_in_the_interpreter(tiny, clip, drafts, name):
-    """With kernels=True the pending step runs the Triton RoPE/KV-write and attention kernels (tree
-    levels stay on SDPA): every round's tree still equals the eager drafter's, directly and through
-    the emulated graph path."""
+@pytest.mark.parametrize(("name", "head_ids"), [("tiny-qwen2.5-vl", None), ("tiny-llava-ov", None),
+                                                ("tiny-qwen2.5-vl", HEAD_IDS)], ids=["qwen-full", "llava-full",
+                                                                                     "qwen-vocab"])
+def test_kernel_path_trees_equal_the_eager_drafter_in_the_interpreter(tiny, clip, drafts, name, head_ids):
+    """With kernels=True the pending step and every tree level run the Triton RoPE/KV-write and
+    attention kernels (the levels with the ancestor matrix as the kernel's tree mask): every round's
+    tree still equals the eager drafter's, directly and through the emulated graph path (whose round
+    graphs have no buckets), also with a draft vocabulary."""
     target = tiny(name)
     model = copy.deepcopy(drafts(name))  # fusing re-points the layer's weights: keep the shared one
-    eager = TreeSparrowDrafter(model)
-    fast = FastTreeSparrowDrafter(model, kernels=True, compile=False, max_len=256)
-    graphed = EmulatedGraphTree(model, kernels=True, compile=False, max_len=256, max_step=3)
-    shapes = [(4, 4, 12), (3, 3, 10), (4, 4, 12), (2, 4, 6)]
+    eager = TreeSparrowDrafter(model, head_ids=head_ids)
+    fast = FastTreeSparrowDrafter(model, head_ids=head_ids, kernels=True, compile=False, max_len=256)
+    graphed = EmulatedGraphTree(model, head_ids=head_ids, kernels=True, compile=False, max_len=256, max_step=3)
+    shapes = [(4, 4, 12), (3, 3, 10), (4, 4, 12), (1, 3, 3), (2, 4, 6)]
+    levels = sum(d - 1 for d, _, _ in shapes)
     assert lockstep_trees(target, Request("Describe the video.", clip), [eager, fast, graphed], shapes) > 0
     assert fast.chain.kernels and graphed.chain.kernels and graphed.graph_captures > 0  # known after begin
+    assert fast.kernel_levels == levels  # every level of every round took the kernel path
+    assert graphed.kernel_levels >= levels and all(lb == 0 for *_, lb in graphed._graphs)
+    if name == "tiny-llava-ov":  # (once: slow in the interpreter) no buckets: a graph per (T, depth, top_k)
+        graphed.warmup(target, depth=2, top_k=4)
+        assert {(t, d, 4, 0) for t in (1, 2, 3) for d in (1, 2)} <= set(graphed._graphs)

@@ -10,13 +10,20 @@ grows: every level is tensor work on the device with static shapes, so a whole r
    with ``x_last``; the chain drafter's T-step, SDPA or Triton kernels),
 2. the root's ``top_k`` children (log-softmax over the head, or the draft vocabulary, then top-k),
 3. ``depth - 1`` level passes: the frontier's ``top_k`` nodes go through the draft layer in one
-   step with an additive tree mask (the committed prefix, the node's fed ancestors and itself;
-   SDPA over a bucket of the cache on every path: the Triton decode kernel knows causal lengths
-   only), then per row top-k, cumulative scores, and the ``top_k`` best of the ``top_k * top_k``
-   candidates become the next frontier (token, parent node, score, feature = the parent row's ĥ,
-   ancestor row = the parent's row plus its own slot),
+   step that sees the committed prefix, the node's fed ancestors and itself (a ``(top_k, region)``
+   ancestor matrix over the tree's cache region), then per row top-k, cumulative scores, and the
+   ``top_k`` best of the ``top_k * top_k`` candidates become the next frontier (token, parent
+   node, score, feature = the parent row's ĥ, ancestor row = the parent's row plus its own slot).
+   On the kernel path a level is the chain's compiled ``step_in`` (embed + fuse + RoPE tables +
+   norm + q/k/v), the Triton RoPE/KV-write kernel and the Triton decode-attention kernel with the
+   ancestor matrix as its tree mask (exact lengths from a per-level device arena
+   ``[committed + (lvl - 1) top_k, committed]``, no buckets), and one piece (:func:`_level_out`,
+   compiled on CUDA) for o-proj + MLP + head norm + LM head of all rows and the whole selection;
+   otherwise SDPA over a bucket of the cache with an additive mask
+   (:func:`~vidspec.decoding.fast.lm.step_mask`) and the selection as separate ops,
 
-is one ``torch.cuda.CUDAGraph`` per ``(T, depth, top_k, bucket)`` on CUDA. Node records (token,
+is one ``torch.cuda.CUDAGraph`` per ``(T, depth, top_k, bucket)`` on CUDA (bucket 0 on the kernel
+path, whose kernels read the lengths from device arenas). Node records (token,
 parent, cumulative score) are written into one static ``(3, N) float64`` device buffer (token ids
 are exact in float64); after the replay ONE host read brings them back and
 :func:`~vidspec.decoding.fast.tree.rerank_tree` keeps the best ``total`` nodes as ``grow_tree``
@@ -47,8 +54,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
-from vidspec.decoding.fast.lm import gc_paused, step_mask
+from vidspec.decoding.fast.lm import _post_fused, gc_paused, raise_recompile_limit, rms_norm, step_mask
 from vidspec.decoding.fast.sparrow import FastSparrowDrafter
 from vidspec.decoding.fast.tree import DraftTree, rerank_tree
 from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
@@ -66,6 +74,48 @@ def tree_size(depth: int, top_k: int) -> int:
 def node_depths(depth: int, top_k: int) -> list[int]:
     """Depth of every grown node in growth order (the root's children are depth 1)."""
     return [1] * top_k + [lvl + 1 for lvl in range(1, depth) for _ in range(top_k * top_k)]
+
+
+def _level_out(x, a, score, node, anc, arena, wo, bo, post_norm, post_eps, wgu, wd, head_norm, head_eps, head_w,
+               head_b, head_ids=None):
+    """One tree level after the attention kernel (the kernel path): the layer's end, the head, the selection.
+
+    The ``k`` frontier rows ``x`` (the layer input, i.e. the residual stream) and their attention
+    output ``a`` go through o-proj + MLP (ĥ of every row), head norm + LM head (logits of every row,
+    over the draft vocabulary with ``head_ids``), then per row log-softmax + top-k, cumulative
+    scores, and the ``k`` best of the ``k * k`` candidates, kept in node order, become the next
+    frontier, as the SDPA path of :meth:`FastTreeSparrowDrafter._grow` selects them (same ops in the
+    same order, so the same ties).
+
+    Args:
+        x, a: ``(k, d)`` layer input and ``(k, hq * hd)`` attention output of the frontier.
+        score: ``(k,) float32`` cumulative scores of the frontier; ``node``: ``(k,) int64`` their node numbers.
+        anc: ``(k, R) bool`` region slots each frontier row sees (its own slot included).
+        arena: the level's ``(2,) int64`` kernel arena ``[committed + (lvl - 1) k, committed]`` (the
+            level number comes from it, so one compiled variant serves every level).
+
+    Returns:
+        ``(block, tok, score, node, feat, anc)``: the level's ``(3, k * k) float64`` node records
+        (token id, parent node, cumulative score; frontier row major, child rank minor) and the next
+        frontier's token ids, scores, node numbers, features (the parent rows' ĥ) and ancestor rows
+        (the parent's row plus the next level's own slot).
+    """
+    k = score.shape[0]
+    x, delta = _post_fused(x, a, wo, bo, post_norm, post_eps, wgu, wd)
+    h = x + delta
+    logits = F.linear(rms_norm(h, head_norm, head_eps), head_w, head_b).float()
+    v, i = torch.log_softmax(logits, -1).topk(k, dim=-1)  # (k, k) per row
+    cand = (score[:, None] + v).flatten()
+    ctok = (i if head_ids is None else head_ids[i]).flatten()
+    parents = node[:, None].expand(k, k).flatten()
+    block = torch.stack([ctok.double(), parents.double(), cand.double()])
+    best = cand.topk(k).indices.sort().values  # the next frontier, in node order (as grow_tree)
+    parent_row = best // k
+    off = arena[0] - arena[1]  # (lvl - 1) * k: this level's first region column
+    first = k + off * k  # this level's first node number
+    cols = torch.arange(anc.shape[1], device=anc.device)
+    own_next = cols[None, :] == (off + k + torch.arange(k, device=anc.device))[:, None]
+    return block, ctok[best], cand[best], first + best, h[parent_row], anc[parent_row] | own_next
 
 
 class _TreeGraph:
@@ -92,9 +142,10 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         max_len, graphs, bucket, max_step, prefill_chunk, kernels, compile: the
             :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` options. ``max_len`` must
             also hold one round's tree entries (``(depth - 1) * top_k``); ``max_step`` is the
-            longest pending step a round graph includes (longer rounds run eagerly); the tree
-            levels attend over the cache up to a multiple of ``bucket`` slots on the graph path
-            (also on the kernel path, whose pending step reads the exact length).
+            longest pending step a round graph includes (longer rounds run eagerly); on the SDPA
+            graph path the tree levels attend over the cache up to a multiple of ``bucket`` slots
+            (the kernel path reads exact lengths: its round graphs have no buckets). With
+            ``kernels`` the pending step and the tree levels run through the Triton kernels.
     """
 
     #: The chain drafter class (tests put an emulation of the graph path here).
@@ -112,8 +163,12 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         self._eng_seen = None  # the chain engine the graphs and buffers below were made for
         self._graphs: dict[tuple[int, int, int, int], _TreeGraph] = {}
         self._records: dict[tuple[int, int], torch.Tensor] = {}
+        self._level_fn = None  # kernel path: the level's end (see _level_out), compiled on CUDA
         #: Round graphs captured so far (a capture inside a timed decode shows up here).
         self.graph_captures = 0
+        #: Tree levels run through the Triton kernels so far (counted when a growth runs eagerly or is
+        #: captured, not per graph replay).
+        self.kernel_levels = 0
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: TargetModel | None = None, *,
@@ -133,7 +188,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
 
     @property
     def kernels(self) -> bool:
-        """Whether the pending step runs through the Triton kernels (tree levels always use SDPA)."""
+        """Whether the pending step and the tree levels run through the Triton kernels (known after ``begin``)."""
         return self.chain.kernels
 
     # ---- the device-side growth -------------------------------------------------------------------
@@ -144,6 +199,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             self._eng_seen = e
             self._graphs = {}
             self._records = {}
+            self._level_fn = None
 
     def _record_buffer(self, depth: int, top_k: int) -> torch.Tensor:
         """The static ``(3, N) float64`` node records of a ``(depth, top_k)`` growth: token, parent, score."""
@@ -152,6 +208,36 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             e = self.chain._eng
             self._records[key] = torch.zeros(3, tree_size(depth, top_k), dtype=torch.float64, device=e.device)
         return self._records[key]
+
+    def _level_out_fn(self):
+        """The kernel path's level end (:func:`_level_out` on this draft's weights), built once per engine.
+
+        Compiled as the chain's step pieces are (``torch.compile(fullgraph=True, dynamic=False)``, on
+        CUDA, unless ``compile=False``): one variant per ``(top_k, depth)`` shape serves every level.
+        """
+        if self._level_fn is None:
+            c = self.chain
+            e = c._eng
+            m = self.model
+            sh = m.shared
+            norm = m.norm if m.norm is not None else sh.final_norm
+            head_eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
+            lw = e.lw
+            if c.head_ids is None:
+                head_w, head_b, head_ids = sh.lm_head.weight, sh.lm_head.bias, None
+            else:
+                head_w, head_b, head_ids = c._head()
+            head_norm = norm.weight
+
+            def level_out(x, a, score, node, anc, arena):
+                return _level_out(x, a, score, node, anc, arena, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu,
+                                  lw.wd, head_norm, head_eps, head_w, head_b, head_ids)
+            compile_ = c.want_compile if c.want_compile is not None else True
+            if compile_ and e.device.type == "cuda":
+                raise_recompile_limit()
+                level_out = torch.compile(level_out, fullgraph=True, dynamic=False)
+            self._level_fn = level_out
+        return self._level_fn
 
     def _token_ids(self, idx: torch.Tensor) -> torch.Tensor:
         """Head rows -> target token ids (the draft vocabulary's ids; unchanged without one)."""
@@ -168,7 +254,8 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         Args:
             t: pending tokens (the last is ``x_last``, the root).
             depth, top_k: the tree's shape.
-            lb: cache slots every attention reads (>= the committed prefix plus the tree entries).
+            lb: cache slots every attention reads (>= the committed prefix plus the tree entries; the
+                kernel path ignores it: its kernels read the exact lengths from device arenas).
 
         Returns:
             The ``(3, N) float64`` node records (see :meth:`_record_buffer`).
@@ -191,6 +278,10 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         rec[2, :k] = score
         feat = out.hidden[-1:].expand(k, -1)  # each depth-1 node is fed with the root's ĥ
         node = torch.arange(k, device=dev)
+        if e.kernels:
+            if depth > 1:
+                self._levels_kernels(depth, k, committed, pos1, tok, score, node, feat.contiguous(), rec)
+            return rec
         rows = torch.arange(k, device=dev)
         region = (depth - 1) * k
         cols = torch.arange(max(region, 1), device=dev)
@@ -219,6 +310,46 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             first += n
         return rec
 
+    def _levels_kernels(self, depth: int, k: int, committed: torch.Tensor, pos1: torch.Tensor, tok: torch.Tensor,
+                        score: torch.Tensor, node: torch.Tensor, feat: torch.Tensor, rec: torch.Tensor) -> None:
+        """The ``depth - 1`` tree levels through the Triton kernels (device tensors only, graph-capturable).
+
+        Level ``lvl`` feeds the ``k`` frontier nodes at region slots ``(lvl - 1) k + row``, i.e. its
+        kernel arena is ``[committed + (lvl - 1) k, committed]``: RoPE + K/V write at those slots, and
+        attention over ``[0, committed + lvl k)`` where a query sees every slot before ``committed``
+        and the region slots its ``anc`` row allows (its ancestors and itself): the visibility of the
+        SDPA path's :func:`~vidspec.decoding.fast.lm.step_mask`. Per level: the compiled ``step_in``
+        (embed + fuse + RoPE tables + norm + q/k/v), the two kernels, and :func:`_level_out`.
+        Writes the levels' node records into ``rec[:, k:]``.
+        """
+        from vidspec.decoding.fast import kernels
+
+        c = self.chain
+        e = c._eng
+        dev = e.device
+        nl = depth - 1
+        region = nl * k
+        lv = torch.arange(nl, device=dev)
+        arenas = torch.stack([committed + lv * k, committed.expand(nl)], 1)  # (nl, 2): one kernel arena per level
+        pos = pos1[None, :, None] + lv[:, None, None].expand(nl, 3, k)  # (nl, 3, k): siblings share their depth's
+        anc = torch.arange(region, device=dev)[None, :] == torch.arange(k, device=dev)[:, None]  # level 1: own slots
+        kc, vc = e.kv[0, 0], e.kv[0, 1]
+        level_out = self._level_out_fn()
+        blocks = []
+        for lvl in range(1, depth):
+            arena = arenas[lvl - 1]
+            z, qkv, cos, sin = e.step_in(tok, feat, pos[lvl - 1])
+            q = kernels.rope_kv_write(qkv, cos, sin, kc, vc, arena, e.hq, e.hkv, e.hd)
+            a = kernels.decode_attention(q, kc, vc, anc.contiguous(), arena, e.scale)  # rows of stride R
+            block, tok, score, node, feat, anc = level_out(z, a, score, node, anc, arena)
+            blocks.append(block)
+            self.kernel_levels += 1
+        rec[:, k:].copy_(torch.cat(blocks, 1) if len(blocks) > 1 else blocks[0])
+
+    def _key(self, t: int, depth: int, top_k: int, needed: int) -> tuple[int, int, int, int]:
+        """Graph key of a round: ``(T, depth, top_k, lb)`` (lb 0 on the kernel path, which has no buckets)."""
+        return t, depth, top_k, (0 if self.chain._eng.kernels else self._lb(needed))
+
     def _lb(self, needed: int) -> int:
         """Attended slots of a round graph: ``needed`` up to a multiple of ``bucket`` (capped at ``max_len``)."""
         c = self.chain
@@ -229,7 +360,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         c = self.chain
         if not (c._use_graphs and t <= c.max_step):
             return self._grow(t, depth, top_k, needed)
-        key = (t, depth, top_k, self._lb(needed))
+        key = self._key(t, depth, top_k, needed)
         g = self._graphs.get(key)
         if g is None:
             return self._capture(key).out
@@ -298,7 +429,8 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
 
         Pending steps of T = 1..``depth + 1`` (up to ``max_step``) for every depth ``1..depth``
         (shallower trees near the token budget), over every bucket up to the one holding
-        ``max_text`` text positions plus a tree (default: the first bucket). Call it between
+        ``max_text`` text positions plus a tree (default: the first bucket; the kernel path has no
+        buckets, and also captures the chain's prompt-feed step graphs). Call it between
         requests: it writes the draft's static cache and ends a live request (``begin`` starts the
         next one). Off CUDA or with ``graphs=False`` it captures nothing.
 
@@ -319,6 +451,8 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         d = self.model.config.hidden_size
         top = self._lb(c.bucket if max_text is None else min(max(1, int(max_text)), c.max_len))
         ends = sorted({min(b, c.max_len) for b in range(c.bucket, top, c.bucket)} | {top})
+        if e.kernels:
+            ends = [0]  # no buckets: one graph per (T, depth, top_k), warmed up at the start of the cache
         for end in ends:
             for dep in range(1, depth + 1):
                 for t in range(1, min(depth + 1, c.max_step) + 1):
@@ -326,7 +460,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
                     start = max(0, end - span)
                     if start + span > c.max_len:
                         continue
-                    key = (t, dep, top_k, self._lb(start + span))
+                    key = self._key(t, dep, top_k, start + span)
                     if key in self._graphs or key[3] != end:
                         continue
                     pos = [list(range(start, start + t))] * 3
