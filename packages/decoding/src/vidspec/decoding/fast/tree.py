@@ -285,7 +285,7 @@ class TreeModelDrafter:
 
 
 def _rows(x: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
-    return None if x is None else x.index_select(0, idx.to(x.device))
+    return None if x is None else x.index_select(0, idx if idx.device == x.device else idx.to(x.device))
 
 
 class TreeSpeculativeDecoder:
@@ -356,9 +356,11 @@ class TreeSpeculativeDecoder:
             tv = time.perf_counter()
             tokens, parents = tree.with_root(x_last)
             out = target.verify_tree(state, tokens, parents, need_verify)
-            argmax = out.logits.argmax(-1).tolist()
+            # A FastTarget's verify step computes the greedy tokens on the device already.
+            greedy = getattr(out, "argmax", None)
+            argmax = (greedy if greedy is not None else out.logits.argmax(-1)).tolist()
             path, matched = best_path(tokens, parents, [0.0, *tree.scores], argmax)
-            idx = torch.tensor(path, dtype=torch.long)
+            idx = torch.tensor(path, dtype=torch.long).to(out.logits.device)  # one copy for every gather
             chain = VerifyOutput(
                 logits=_rows(out.logits, idx),
                 hidden_last=_rows(out.hidden_last, idx),
@@ -368,7 +370,7 @@ class TreeSpeculativeDecoder:
             proposal = Proposal(tuple(tokens[n] for n in path[1:]))
             if type(verifier) is StrictVerifier:
                 # Greedy strict verification along the path is the match count best_path found (it
-                # follows matching children first): skip a second argmax and host read of the logits.
+                # follows matching children first): no second argmax and host read of the logits.
                 decision: Decision = Decision(matched, argmax[path[matched]], ("strict",) * matched)
             else:
                 decision = verifier.verify(proposal, chain, ctx)
