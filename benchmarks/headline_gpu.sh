@@ -16,7 +16,7 @@
 #           killed after both releases are exported, the rerun only computes figures.json.
 #   eval    vidspec eval --engine fast --device cuda, batch 1, greedy, K = 4, --max_new_tokens 64:
 #           SynthVid captions -> $OUT/eval-captions, SynthVid MCQ -> $OUT/eval-mcq, methods
-#           ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst, EVAL_LIMIT samples each; with
+#           ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst,tree-sparrow (48-8-8), EVAL_LIMIT samples each; with
 #           LONG_FRAMES=N > 0 also ar,sparrow on a held-out long set (seed 2, N frames per video) read
 #           at LONG_SHORT_FRAMES and at N frames -> $OUT/eval-long<F> (17 visual tokens per 64x64
 #           frame on the LLaVA-OV testbed: 64 frames ~1.1k, 1536 frames ~26k). A few minutes on one
@@ -66,7 +66,7 @@ EVAL_LIMIT=${EVAL_LIMIT:-40}
 MCQ_LIMIT=${MCQ_LIMIT:-$EVAL_LIMIT}
 HF_LIMIT=${HF_LIMIT:-20}
 FIGURES_LIMIT=${FIGURES_LIMIT:-20}
-METHODS=${METHODS:-ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst}
+METHODS=${METHODS:-ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst,tree-sparrow}
 MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-64}
 DRAFT=${DRAFT:-$REPO/data/releases/synthvid-draft}
 LONG_FRAMES=${LONG_FRAMES:-0}

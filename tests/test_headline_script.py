@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-METHODS = {"ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst"}
-STRICT = ("ar", "sd", "sparrow")
+METHODS = {"ar", "sd", "lvspec", "lvspec-pst", "fly", "sparrow", "sparrow-lvspec-pst", "tree-sparrow"}
+STRICT = ("ar", "sd", "sparrow", "tree-sparrow")
 # Knobs of the script that a caller's shell could carry into the test.
 KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
