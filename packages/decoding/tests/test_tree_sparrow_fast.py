@@ -256,6 +256,27 @@ def test_cuda_graph_rounds_equal_the_eager_drafter_fp32(cuda_tiny_fp32, clip, na
     assert graphed.warmup(fast, depth=4, top_k=4) >= 0  # captures the remaining round graphs of this shape
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_compiled_kernel_levels_stay_lossless(cuda_tiny_fp32, clip, name):
+    """The default on CUDA: kernel levels with the torch.compile'd pieces, in graphs, fused by Inductor
+    (so float noise may reorder near-ties in a tree). Whatever tree it grows, strict tree decoding
+    must still emit exactly the target's greedy tokens, on the target's compiled fast path too."""
+    from vidspec.decoding.fast.lm import _has_triton
+
+    if not _has_triton():
+        pytest.skip("needs Triton")
+    target = cuda_tiny_fp32(name)
+    drafter = FastTreeSparrowDrafter(aligned_sparrow(target), bucket=64, kernels=True, compile=True)
+    fast = FastTarget(target)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(fast).generate(req, max_new_tokens=32)
+    dec = TreeSpeculativeDecoder(fast, drafter, total_tokens=12, depth=4, top_k=4, method="tree-sparrow")
+    assert dec.generate(req, max_new_tokens=32).token_ids == ar.token_ids
+    assert drafter.kernels and drafter.kernel_levels > 0 and drafter.graph_captures >= 1
+
+
 # ---- the kernel path on CPU, through Triton's interpreter (opt-in; CI has no Triton) -------------------------
 RUN_KERNELS_ON_CPU = os.environ.get("TRITON_INTERPRET") == "1" and importlib.util.find_spec("triton") is not None
 
