@@ -115,7 +115,8 @@ def load_benchmark(
         name: a registered benchmark (:func:`list_benchmarks`) or a task YAML path.
         path_or_id: a local dataset (folder or file) or a hub id; default the task's hub id.
         split: default the task's split.
-        limit: keep only the first ``limit`` rows (before videos are looked for).
+        limit: keep only the first ``limit`` rows (before videos are looked for; with the task's
+            ``one_per_prompt``, the first ``limit`` distinct (video, question) rows).
         video_dir: the folder that holds the videos (searched with the task's ``video_dirs``);
             default the dataset's folder and its parent. Required for hub datasets.
         check_videos: look for every video file and fail on missing ones; with ``False``,
@@ -134,14 +135,23 @@ def load_benchmark(
         raise BenchmarkError(f"limit must be >= 0, got {limit}")
     split = split or task.split
     data = read_rows(path_or_id or task.dataset, split=split, config=task.dataset_config, subdir=task.subdir)
-    rows = data.rows if limit is None else data.rows[:limit]
+    # With one_per_prompt the limit counts the pairs kept, so every row may have to be mapped.
+    rows = data.rows if limit is None or task.one_per_prompt else data.rows[:limit]
     row_fn = ROW_FUNCTIONS[task.row_fn]
     mapped: list[MappedRow] = []
+    prompts: set[tuple[str, str]] = set()
     for index, (row, source) in enumerate(rows):
+        if limit is not None and len(mapped) >= limit:
+            break
         try:
-            mapped.append(row_fn(row, index, source))
+            m = row_fn(row, index, source)
         except BenchmarkError as e:
             raise BenchmarkError(f"{task.name} ({data.description}): {e}") from None
+        if task.one_per_prompt:
+            if (m.video, m.question) in prompts:
+                continue
+            prompts.add((m.video, m.question))
+        mapped.append(m)
     seen: set[str] = set()
     for m in mapped:
         if m.sample_id in seen:

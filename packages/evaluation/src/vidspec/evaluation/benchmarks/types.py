@@ -73,6 +73,10 @@ class TaskSpec:
             the root itself), mirroring where each dataset's archives unpack.
         video_extensions: other extensions tried when the named file is missing (some datasets
             name ``.mp4`` files that are really ``.mkv`` or ``.MP4``).
+        one_per_prompt: keep only the first row of each (video, question) pair. A dataset with
+            several reference wordings per video (SynthVid built with ``--captions-per-video 2``)
+            would otherwise decode the same prompt several times, each time alike, and count it
+            as several samples.
     """
 
     name: str
@@ -88,6 +92,7 @@ class TaskSpec:
     subdir: str | None = None
     video_dirs: tuple[str, ...] = ("",)
     video_extensions: tuple[str, ...] = ()
+    one_per_prompt: bool = False
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
