@@ -5,10 +5,13 @@ so a visual word (a colour, a shape, a direction) that the target has not yet "s
 guessed. This script measures how much of the lost acceptance that explains. It decodes SynthVid
 caption prompts with strict Sparrow (lossless: the output is the target's greedy caption), records
 every round's proposal and decision, and for each rejection classifies the target's token at the
-rejected position (the correction token) by SynthVid's world vocabulary:
+rejected position (the correction token) by SynthVid's word labels
+(:func:`vidspec.evaluation.synthvid.tokenizer.token_labels`):
 
-- colour, shape, size, motion (the directions and still/grows/shrinks/rotates), background, event;
-- filler: every other token (articles, verbs such as "slides", punctuation, ...).
+- colour (object and background colours), shape, size, motion (the directions and
+  still/grows/shrinks/rotates), count, event;
+- filler: every other token (articles, verbs such as "slides", punctuation, ...);
+- special: the end-of-text token.
 
 Printed and written to ``sparrow_rejections.json`` (with machine info): per class, its share of
 the emitted tokens, its share of the rejections and the rejection rate per drafted-and-checked
@@ -34,26 +37,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relevance_auc import machine_info  # noqa: E402
 from testbed_common import add_testbed_args, caption_rows  # noqa: E402
 
-CLASSES = ("colour", "shape", "size", "motion", "background", "event", "filler")
+from vidspec.evaluation.synthvid.grammar import LABELS  # noqa: E402
 
 
-def word_classes() -> dict[str, str]:
-    """SynthVid's world words -> class (everything else is filler)."""
-    from vidspec.evaluation.synthvid.world import BACKGROUNDS, COLOURS, EVENTS, MOTIONS, SHAPES, SIZES
+def label_of(target):
+    """Token id -> SynthVid word label (``colour``, ``shape``, ``size``, ``motion``, ``count``,
+    ``event``, ``filler``, or ``special`` for special tokens such as end-of-text), by the dataset's own ``token_labels`` on the target's tokenizer."""
+    from vidspec.evaluation.synthvid.tokenizer import token_labels
 
-    table: dict[str, str] = {}
-    for cls, words in (("colour", COLOURS), ("shape", SHAPES), ("size", SIZES), ("motion", MOTIONS),
-                       ("background", BACKGROUNDS), ("event", EVENTS)):
-        for w in words:
-            table[w] = cls
-            table[w + "s"] = cls  # plurals ("circles") and verb forms ("appears" is listed already)
-    return table
+    cache: dict[int, str] = {}
 
+    def label(tok: int) -> str:
+        if tok not in cache:
+            cache[tok] = token_labels([tok], target.tokenizer)[0]
+        return cache[tok]
 
-def classify(text: str, table: dict[str, str]) -> str:
-    """The class of one token's text (case and surrounding punctuation/space ignored)."""
-    word = text.strip().strip(".,;:!?").lower()
-    return table.get(word, "filler")
+    return label
 
 
 class RecordingVerifier:
@@ -98,7 +97,7 @@ def tally(rounds: list[tuple[tuple[int, ...], int, int]], emitted: list[int], to
     total_rejected = sum(rejected.values()) or 1
     by_class = {c: {"share_of_tokens": base[c] / total_emitted, "share_of_rejections": rejected[c] / total_rejected,
                     "rejections": rejected[c], "checked": checked[c],
-                    "rejection_rate": rejected[c] / checked[c] if checked[c] else None} for c in CLASSES}
+                    "rejection_rate": rejected[c] / checked[c] if checked[c] else None} for c in (*LABELS, "special")}
     by_position = {str(p): {"checked": pos_drafted[p], "accepted": pos_accepted[p],
                             "acceptance": pos_accepted[p] / pos_drafted[p]} for p in sorted(pos_drafted)}
     return {"by_class": by_class, "by_position": by_position, "rounds": len(rounds),
@@ -127,14 +126,7 @@ def main() -> None:
     dec = build_decoder("sparrow", target=target, draft=args.sparrow, k=args.k, engine=args.engine)
     rec = RecordingVerifier(dec.verifier)
     dec.verifier = rec
-    table = word_classes()
-    cache: dict[int, str] = {}
-
-    def token_class(tok: int) -> str:
-        if tok not in cache:
-            cache[tok] = classify(target.decode([tok]), table)
-        return cache[tok]
-
+    token_class = label_of(target)
     rows = caption_rows(data, args.split, args.limit, args.style)
     if not rows:
         raise SystemExit(f"{data}: no caption rows of style {args.style!r} in split {args.split!r}")

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,21 +9,25 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 
-def test_classify_uses_the_world_vocabulary():
-    from sparrow_rejections import classify, word_classes
+def test_labels_come_from_the_synthvid_tokenizer():
+    """The word labels are SynthVid's own token_labels on the target's tokenizer."""
+    from sparrow_rejections import label_of
 
-    table = word_classes()
-    assert classify(" Red", table) == "colour"
-    assert classify("circles.", table) == "shape"
-    assert classify(" left", table) == "motion"
-    assert classify(" medium", table) == "size"
-    assert classify(" the", table) == "filler"
+    from vidspec.decoding.models import load_target
+
+    target = load_target("data/releases/synthvid-target")
+    label = label_of(target)
+    tok = target.tokenizer
+    word = {w: tok.encode(" " + w, add_special_tokens=False)[0] for w in ("red", "circle", "left", "medium", "the")}
+    assert [label(word[w]) for w in ("red", "circle", "left", "medium", "the")] == [
+        "colour", "shape", "motion", "size", "filler"]
+    assert label(min(target.eos_token_ids)) == "special"
 
 
 def test_tally_counts_the_first_mismatch_of_each_round():
     from sparrow_rejections import tally
 
-    classes = {1: "filler", 2: "colour", 3: "shape", 4: "filler"}
+    classes = {1: "filler", 2: "colour", 3: "shape", 4: "filler"}  # token id -> label
     # Round 1: all four drafts accepted. Round 2: two accepted, then the target said 2 (a colour).
     # Round 3: nothing accepted, the target said 3 (a shape).
     rounds = [((1, 1, 4, 4), 4, 1), ((4, 1, 3, 3), 2, 2), ((2, 2, 2, 2), 0, 3)]
@@ -44,19 +45,10 @@ def test_tally_counts_the_first_mismatch_of_each_round():
     assert "4" in p and p["4"]["acceptance"] == 1.0
 
 
-def test_benchmark_smoke(tmp_path):
+def test_benchmark_smoke(testbed_benchmark):
     """Two fresh SynthVid captions with the committed releases: the JSON is written and its counts add up."""
-    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
-    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=2, seed=5, preset="easy", frames=8, size="64x64",
-                                                            split="validation", styles="alpha"), progress=False)
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "sparrow_rejections.py"), "--data", str(data), "--limit", "2",
-         "--max-new-tokens", "24", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    doc = json.loads((out / "sparrow_rejections.json").read_text())
+    doc, out, stdout = testbed_benchmark("sparrow_rejections.py", "sparrow_rejections.json",
+        "--max-new-tokens", "24", seed=5)
     assert doc["captions"] == 2 and doc["machine"]["cpu_count"] >= 1
     assert doc["rejections"] == sum(v["rejections"] for v in doc["by_class"].values())
     assert abs(sum(v["share_of_tokens"] for v in doc["by_class"].values()) - 1.0) < 1e-9
