@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -25,23 +22,14 @@ def test_variant_specs():
             parse_variant(bad)
 
 
-def test_sweep_smoke(tmp_path):
+def test_sweep_smoke(testbed_benchmark):
     """Two captions of a fresh SynthVid set, the committed releases, two variants: the JSON and the
     plot are written, strict sparrow is token-identical to AR, and the table has every method."""
-    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
-    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=2, seed=3, preset="easy", frames=8, size="64x64",
-                                                            split="validation", styles="alpha"), progress=False)
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "loose_predicate.py"), "--data", str(data), "--limit", "2",
-         "--max-new-tokens", "24", "--variants", "always,prob:0.1", "--methods", "sparrow-lvspec-pst", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    doc = json.loads((out / "loose_predicate.json").read_text())
+    doc, out, stdout = testbed_benchmark("loose_predicate.py", "loose_predicate.json",
+        "--max-new-tokens", "24", "--variants", "always,prob:0.1", "--methods", "sparrow-lvspec-pst")
     assert doc["samples"] == 2 and (out / "loose_predicate.png").stat().st_size > 0
     res = doc["results"]
     assert set(res) == {"ar", "sd", "sparrow", "sparrow-lvspec-pst always", "sparrow-lvspec-pst prob:0.1"}
     assert res["sparrow"]["identical_to_ar"] == 1.0 and res["sd"]["identical_to_ar"] == 1.0
     assert res["ar"]["tau"] == 1.0 and res["sparrow"]["tau"] > 1.0
-    assert "| sparrow-lvspec-pst prob:0.1 |" in proc.stdout
+    assert "| sparrow-lvspec-pst prob:0.1 |" in stdout

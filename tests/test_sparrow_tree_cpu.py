@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,20 +20,11 @@ def test_tree_specs():
             parse_tree(bad)
 
 
-def test_benchmark_smoke(tmp_path):
+def test_benchmark_smoke(testbed_benchmark):
     """Two captions of a fresh SynthVid set, the committed releases, one chain and one tree: the JSON
     is written, every strict method is token-identical to AR, and the table has every method."""
-    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
-    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=2, seed=3, preset="easy", frames=8, size="64x64",
-                                                            split="validation", styles="alpha"), progress=False)
-    out = tmp_path / "out"
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "sparrow_tree_cpu.py"), "--data", str(data), "--limit", "2",
-         "--max-new-tokens", "16", "--ks", "4", "--trees", "8-3-3", "--out", str(out)],
-        capture_output=True, text=True, timeout=600, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    doc = json.loads((out / "sparrow_tree_cpu.json").read_text())
+    doc, out, stdout = testbed_benchmark("sparrow_tree_cpu.py", "sparrow_tree_cpu.json",
+        "--max-new-tokens", "16", "--ks", "4", "--trees", "8-3-3")
     assert doc["samples"] == 2 and doc["machine"]["cpu_count"] >= 1
     res = doc["results"]
     assert set(res) == {"ar", "chain K=4", "tree 8-3-3"}
@@ -44,4 +32,4 @@ def test_benchmark_smoke(tmp_path):
     assert res["ar"]["tau"] == 1.0 and res["chain K=4"]["tau"] > 1.0 and res["tree 8-3-3"]["tau"] > 1.0
     assert res["chain K=4"]["target_pass_tokens"] == pytest.approx(5.0, abs=1.0)  # the last round may be shorter
     assert res["tree 8-3-3"]["tree"] == {"total_tokens": 8, "depth": 3, "top_k": 3}
-    assert "| tree 8-3-3 |" in proc.stdout
+    assert "| tree 8-3-3 |" in stdout
