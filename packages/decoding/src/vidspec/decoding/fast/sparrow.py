@@ -299,19 +299,33 @@ class FastSparrowDrafter(SparrowDrafter):
         self._arena(1)  # every step writes the next single-token step's inputs here
         return self._eng
 
-    def _build_kernel_steps(self) -> None:
-        """The two per-step pieces around the kernels (compiled on request: one variant per T)."""
-        e = self._eng
+    def head_parts(self) -> tuple:
+        """``(head_norm, head_eps, head_w, head_b, head_ids)``: the draft head as the kernel-path pieces read it
+        (the draft vocabulary's rows and ids with one, else the shared LM head and None)."""
         m = self.model
         sh = m.shared
         norm = m.norm if m.norm is not None else sh.final_norm
         head_eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
-        lw = e.lw
-        embed, fc_w, fc_b, head_norm = sh.embed.weight, m.fc.weight, m.fc.bias, norm.weight
         if self.head_ids is None:
-            head_w, head_b, head_ids = sh.lm_head.weight, sh.lm_head.bias, None
-        else:
-            head_w, head_b, head_ids = self._head()
+            return norm.weight, head_eps, sh.lm_head.weight, sh.lm_head.bias, None
+        return (norm.weight, head_eps, *self._head())
+
+    def compiled(self, fn):
+        """``fn`` through ``torch.compile(fullgraph=True, dynamic=False)`` on CUDA unless ``compile=False``
+        (one variant per input shape); ``fn`` itself elsewhere."""
+        compile_ = self.want_compile if self.want_compile is not None else True
+        if compile_ and self._eng.device.type == "cuda":
+            raise_recompile_limit()
+            return torch.compile(fn, fullgraph=True, dynamic=False)
+        return fn
+
+    def _build_kernel_steps(self) -> None:
+        """The two per-step pieces around the kernels (compiled on request: one variant per T)."""
+        e = self._eng
+        m = self.model
+        lw = e.lw
+        embed, fc_w, fc_b = m.shared.embed.weight, m.fc.weight, m.fc.bias
+        head_norm, head_eps, head_w, head_b, head_ids = self.head_parts()
 
         def step_in(ids, hid, pos3):
             return _kernel_step_in(ids, hid, pos3, embed, fc_w, fc_b, e.inv_freq, e.rope_scaling, e.sections, e.dtype,
@@ -320,12 +334,7 @@ class FastSparrowDrafter(SparrowDrafter):
         def step_out(x, a):
             return _kernel_step_out(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu, lw.wd, head_norm, head_eps,
                                     head_w, head_b, head_ids)
-        compile_ = self.want_compile if self.want_compile is not None else True
-        if compile_ and e.device.type == "cuda":
-            raise_recompile_limit()
-            step_in = torch.compile(step_in, fullgraph=True, dynamic=False)
-            step_out = torch.compile(step_out, fullgraph=True, dynamic=False)
-        e.step_in, e.step_out = step_in, step_out
+        e.step_in, e.step_out = self.compiled(step_in), self.compiled(step_out)
 
     def _arena(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         e = self._eng

@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from vidspec.decoding.fast.lm import _post_fused, gc_paused, raise_recompile_limit, rms_norm, step_mask
+from vidspec.decoding.fast.lm import _post_fused, gc_paused, rms_norm, step_mask
 from vidspec.decoding.fast.sparrow import FastSparrowDrafter
 from vidspec.decoding.fast.tree import DraftTree, rerank_tree
 from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
@@ -103,19 +103,39 @@ def _level_out(x, a, score, node, anc, arena, wo, bo, post_norm, post_eps, wgu, 
     k = score.shape[0]
     x, delta = _post_fused(x, a, wo, bo, post_norm, post_eps, wgu, wd)
     h = x + delta
-    logits = F.linear(rms_norm(h, head_norm, head_eps), head_w, head_b).float()
-    v, i = torch.log_softmax(logits, -1).topk(k, dim=-1)  # (k, k) per row
+    logits = F.linear(rms_norm(h, head_norm, head_eps), head_w, head_b)
+    off = arena[0] - arena[1]  # (lvl - 1) * k: this level's first region column
+    block, tok, score, node, parent_row = _select(logits, score, node, k + off * k, head_ids)
+    cols = torch.arange(anc.shape[1], device=anc.device)
+    own_next = cols[None, :] == (off + k + torch.arange(k, device=anc.device))[:, None]
+    return block, tok, score, node, h[parent_row], anc[parent_row] | own_next
+
+
+def _select(logits, score, node, first, head_ids=None):
+    """A level's candidates and the next frontier (both paths of :meth:`FastTreeSparrowDrafter._grow`).
+
+    Per frontier row: log-softmax and top-k of its ``(V,)`` logits, the cumulative scores of its
+    ``k`` children; the ``k`` best of the ``k * k`` candidates, kept in node order (as
+    :func:`~vidspec.decoding.fast.tree.grow_tree`), become the next frontier.
+
+    Args:
+        logits: ``(k, V)`` head logits of the frontier rows (V: the draft vocabulary with ``head_ids``).
+        score, node: ``(k,)`` cumulative scores and node numbers of the frontier.
+        first: node number of this level's first candidate (an int or a device scalar).
+
+    Returns:
+        ``(block, tok, score, node, parent_row)``: the ``(3, k * k) float64`` node records (token id,
+        parent node, cumulative score; frontier row major, child rank minor), then the next frontier's
+        token ids, scores, node numbers and the frontier rows they grew from.
+    """
+    k = score.shape[0]
+    v, i = torch.log_softmax(logits.float(), -1).topk(k, dim=-1)  # (k, k) per row
     cand = (score[:, None] + v).flatten()
     ctok = (i if head_ids is None else head_ids[i]).flatten()
     parents = node[:, None].expand(k, k).flatten()
     block = torch.stack([ctok.double(), parents.double(), cand.double()])
-    best = cand.topk(k).indices.sort().values  # the next frontier, in node order (as grow_tree)
-    parent_row = best // k
-    off = arena[0] - arena[1]  # (lvl - 1) * k: this level's first region column
-    first = k + off * k  # this level's first node number
-    cols = torch.arange(anc.shape[1], device=anc.device)
-    own_next = cols[None, :] == (off + k + torch.arange(k, device=anc.device))[:, None]
-    return block, ctok[best], cand[best], first + best, h[parent_row], anc[parent_row] | own_next
+    best = cand.topk(k).indices.sort().values
+    return block, ctok[best], cand[best], first + best, best // k
 
 
 class _TreeGraph:
@@ -217,26 +237,13 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         """
         if self._level_fn is None:
             c = self.chain
-            e = c._eng
-            m = self.model
-            sh = m.shared
-            norm = m.norm if m.norm is not None else sh.final_norm
-            head_eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
-            lw = e.lw
-            if c.head_ids is None:
-                head_w, head_b, head_ids = sh.lm_head.weight, sh.lm_head.bias, None
-            else:
-                head_w, head_b, head_ids = c._head()
-            head_norm = norm.weight
+            lw = c._eng.lw
+            head_norm, head_eps, head_w, head_b, head_ids = c.head_parts()
 
             def level_out(x, a, score, node, anc, arena):
                 return _level_out(x, a, score, node, anc, arena, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu,
                                   lw.wd, head_norm, head_eps, head_w, head_b, head_ids)
-            compile_ = c.want_compile if c.want_compile is not None else True
-            if compile_ and e.device.type == "cuda":
-                raise_recompile_limit()
-                level_out = torch.compile(level_out, fullgraph=True, dynamic=False)
-            self._level_fn = level_out
+            self._level_fn = c.compiled(level_out)
         return self._level_fn
 
     def _token_ids(self, idx: torch.Tensor) -> torch.Tensor:
@@ -287,6 +294,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         cols = torch.arange(max(region, 1), device=dev)
         anc = torch.zeros(k, cols.shape[0], dtype=torch.bool, device=dev)  # region slots each frontier row sees
         rep = e.hq // e.hkv
+        head_ids = c.head_parts()[4]
         first = k
         for lvl in range(1, depth):
             own = (lvl - 1) * k + rows  # this level's region columns, one per frontier row
@@ -296,18 +304,10 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             mask = step_mask(k, lb, committed, anc, e.dtype)
             mask_rep = mask[None].expand(rep, k, lb).reshape(rep * k, lb)
             h = c._layer(z, pos3, committed + own, lb, mask_rep)
-            v, i = torch.log_softmax(c._logits(h).float(), -1).topk(k, dim=-1)  # (k, k) per row
-            cand = (score[:, None] + v).flatten()
-            ctok = self._token_ids(i).flatten()
-            n = k * k
-            rec[0, first:first + n] = ctok
-            rec[1, first:first + n] = node.repeat_interleave(k)
-            rec[2, first:first + n] = cand
-            best = cand.topk(k).indices.sort().values  # the next frontier, in node order (as grow_tree)
-            parent_row = best // k
-            tok, score, node = ctok[best], cand[best], first + best
+            block, tok, score, node, parent_row = _select(c._logits(h), score, node, first, head_ids)
+            rec[:, first:first + k * k] = block
             feat, anc = h[parent_row], anc[parent_row]
-            first += n
+            first += k * k
         return rec
 
     def _levels_kernels(self, depth: int, k: int, committed: torch.Tensor, pos1: torch.Tensor, tok: torch.Tensor,
