@@ -285,7 +285,7 @@ class TreeModelDrafter:
 
 
 def _rows(x: torch.Tensor | None, idx: torch.Tensor) -> torch.Tensor | None:
-    return None if x is None else x.index_select(0, idx if idx.device == x.device else idx.to(x.device))
+    return None if x is None else x.index_select(0, idx.to(x.device))  # no copy when idx is there already
 
 
 class TreeSpeculativeDecoder:
