@@ -64,14 +64,8 @@ def test_summary_has_provenance_and_conventions(run):
     assert on_disk["config"]["methods"][0] == "ar"
 
 
-def test_rerun_decodes_nothing_and_other_config_is_refused(run, monkeypatch):
+def test_rerun_decodes_nothing_and_other_config_is_refused(run, no_decoding):
     cfg, _ = run
-
-    def boom(*a, **k):
-        raise AssertionError("a finished (sample, method) was decoded again")
-
-    monkeypatch.setattr(runner_mod, "decode_sample", boom)
-    monkeypatch.setattr(runner_mod, "load_models", boom)
     again = run_eval(cfg)
     assert len(read_jsonl(f"{cfg.out}/records.jsonl")) == 2 * len(METHODS)
     assert again["methods"].keys() == set(METHODS)
