@@ -135,13 +135,11 @@ def load_benchmark(
         raise BenchmarkError(f"limit must be >= 0, got {limit}")
     split = split or task.split
     data = read_rows(path_or_id or task.dataset, split=split, config=task.dataset_config, subdir=task.subdir)
-    # With one_per_prompt the limit counts the pairs kept, so every row may have to be mapped.
-    rows = data.rows if limit is None or task.one_per_prompt else data.rows[:limit]
     row_fn = ROW_FUNCTIONS[task.row_fn]
     mapped: list[MappedRow] = []
     prompts: set[tuple[str, str]] = set()
-    for index, (row, source) in enumerate(rows):
-        if limit is not None and len(mapped) >= limit:
+    for index, (row, source) in enumerate(data.rows):
+        if limit is not None and len(mapped) >= limit:  # counts kept samples (one_per_prompt skips some rows)
             break
         try:
             m = row_fn(row, index, source)
