@@ -68,7 +68,7 @@ case "$PROFILE" in
   *) echo "unknown PROFILE $PROFILE (release or gpu)" >&2; exit 2 ;;
 esac
 if [[ "${SMOKE:-0}" == "1" ]]; then
-  NUM_VIDEOS=12; EVAL_LIMIT=2; WORKERS=1; ACCEL=cpu; PRECISION=32-true; BATCH=4; TARGET_STEPS=3; DEV=cpu
+  NUM_VIDEOS=12; EVAL_LIMIT=2; WORKERS=1; ACCEL=cpu; PRECISION=32-true; BATCH=4; TARGET_STEPS=3; SPARROW_STEPS=3; DEV=cpu
   VISION_STEPS=3; VISION_CFG=h32_l1_p8_lr1e-3_b4_n2
   TARGET_ARCH=(--model.init_args.arch.hidden_size 64 --model.init_args.arch.num_layers 2
                --model.init_args.arch.num_heads 4 --model.init_args.arch.num_kv_heads 2
@@ -77,7 +77,6 @@ if [[ "${SMOKE:-0}" == "1" ]]; then
 fi
 SPARROW_TIME=${SPARROW_TIME:-00:00:01:00}
 SMALL_STEPS=$([[ "${SMOKE:-0}" == "1" ]] && echo 3 || echo 100000)
-[[ "${SMOKE:-0}" == "1" ]] && SPARROW_STEPS=3
 COMMON=(--trainer.accelerator "$ACCEL" --trainer.precision "$PRECISION"
         --data.path "$DATA" --data.frame_cache "$DATA/frames" --data.batch_size "$BATCH"
         --data.num_workers "$WORKERS" --trainer.val_check_interval 1.0 --trainer.limit_val_batches 2
