@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         return 2
     res = {}
     for m in [x for x in args.methods.split(",") if x]:
-        draft = args.sparrow if m.startswith("sparrow") else args.draft
+        draft = args.sparrow if "sparrow" in m else args.draft
         dec = build_decoder(m, target=tgt, draft=draft, engine="fast", device=args.device)
         decode_sample(dec, samples[0], n_new)  # warm-up, then the runner's graph capture
         capture_fast_graphs(dec, n_new)

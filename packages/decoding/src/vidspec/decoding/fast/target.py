@@ -111,7 +111,10 @@ class FastTarget:
         compile: fuse per-layer elementwise work with ``torch.compile`` (CUDA only; None = when
             Triton is importable).
         prefill_chunk: prompt positions per LM prefill chunk (bounds activation memory for long
-            videos; the result equals a one-shot prefill).
+            videos; the result equals a one-shot prefill). The default runs a 25k-token video in one
+            chunk: on the H200 at 7B shapes, 8k chunks took 1.07 s against 0.87 s in one piece
+            (a later chunk attends with a lower-right causal mask over the whole cache, and the
+            elementwise work is split into more launches).
         fast_vision: use :class:`~vidspec.decoding.fast.vision.FastQwenVision` for Qwen2.5-VL.
         bucket: graph-mode attention reads the cache up to a multiple of this many slots.
         max_tree: largest verify step / tree session captured as a graph (region mask width).
@@ -123,7 +126,7 @@ class FastTarget:
     provides: frozenset[str] = frozenset({"last", "penult", "mid"})
 
     def __init__(self, adapter: HFVideoTarget, max_len: int = 8192, graphs: bool = True, compile: bool | None = None,
-                 prefill_chunk: int = 8192, fast_vision: bool = True, bucket: int = 256, max_tree: int = DEFAULT_MAX_TREE,
+                 prefill_chunk: int = 32768, fast_vision: bool = True, bucket: int = 256, max_tree: int = DEFAULT_MAX_TREE,
                  fuse: bool | None = None, kernels: bool | None = None, compile_mode: str | None = None):
         if isinstance(adapter, FastTarget):
             raise TypeError("FastTarget wraps an eager adapter, not another FastTarget")

@@ -9,10 +9,14 @@ bottom edge, corner; one when the frame is a multiple of the window), no masks, 
 The plan (which tokens form which batch) is computed once per ``grid_thw`` and shared by all
 layers.
 
-Everything else (norms, MLPs, merger) calls the HF module's own submodules, and the patch
-embedding (a Conv3d whose kernel equals its stride) runs as the equivalent matrix product over a
-view of the conv weight. Outputs equal ``visual(pixels, grid_thw).pooler_output`` to float
-rounding.
+Around the attention, each block is two functions of the block's weights (norm + q/k/v + RoPE;
+output projection + residual + norm + MLP + residual), written with the HF modules' numerics
+(RMSNorm and RoPE in float32). On CUDA they are compiled once with ``torch.compile(dynamic=True)``,
+so one set of fused kernels serves every block and every video size: without fusion the float32
+RoPE and norms move several GB per layer at 25k visual tokens. The merger calls the HF module, and
+the patch embedding (a Conv3d whose kernel equals its stride) runs as the equivalent matrix
+product over a view of the conv weight. Outputs equal ``visual(pixels, grid_thw).pooler_output``
+to float rounding.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from vidspec.decoding.fast.lm import rotate_half
+from vidspec.decoding.fast.lm import _has_triton, rms_norm, rotate_half
 
 
 @dataclass(frozen=True)
@@ -125,16 +129,51 @@ def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, groups:
     return out
 
 
+def block_pre(x: torch.Tensor, norm_w: torch.Tensor, eps: float, qkv_w: torch.Tensor, qkv_b: torch.Tensor | None,
+              cos: torch.Tensor, sin: torch.Tensor, heads: int, head_dim: int):
+    """A vision block up to the attention: RMSNorm, fused q/k/v projection, 2-D RoPE on q and k (float32).
+
+    Returns:
+        q, k, v: ``(N, heads, head_dim)`` in the model dtype.
+    """
+    n = x.shape[0]
+    qkv = F.linear(rms_norm(x, norm_w, eps), qkv_w, qkv_b).view(n, 3, heads, head_dim)
+    q, k, v = qkv.unbind(1)
+    dt = q.dtype
+    qf, kf = q.float(), k.float()
+    return (qf * cos + rotate_half(qf) * sin).to(dt), (kf * cos + rotate_half(kf) * sin).to(dt), v
+
+
+def block_post(x: torch.Tensor, o: torch.Tensor, proj_w, proj_b, norm_w, eps: float, gate_w, gate_b, up_w, up_b,
+               down_w, down_b) -> torch.Tensor:
+    """A vision block after the attention: output projection + residual, RMSNorm, SwiGLU MLP + residual."""
+    x = x + F.linear(o, proj_w, proj_b)
+    h = rms_norm(x, norm_w, eps)
+    return x + F.linear(F.silu(F.linear(h, gate_w, gate_b)) * F.linear(h, up_w, up_b), down_w, down_b)
+
+
 class FastQwenVision:
     """Fast forward of a ``Qwen2_5_VisionTransformerPretrainedModel`` (uses its weights in place).
 
     Args:
         visual: ``model.model.visual`` of a Qwen2.5-VL model.
+        compile: fuse each block's pieces with ``torch.compile`` (default: on CUDA when Triton is
+            importable). Off: the same functions run eagerly (the CPU reference).
     """
 
-    def __init__(self, visual):
+    def __init__(self, visual, compile: bool | None = None):
         self.visual = visual
         cfg = visual.config
+        act = getattr(cfg, "hidden_act", "silu")
+        if act not in ("silu", "swish"):
+            raise NotImplementedError(f"fast vision path supports SiLU MLPs, got {act!r}")
+        on_cuda = visual.patch_embed.proj.weight.device.type == "cuda"
+        self.compiled = bool((on_cuda and _has_triton()) if compile is None else compile)
+        if self.compiled:
+            self._pre = torch.compile(block_pre, dynamic=True)
+            self._post = torch.compile(block_post, dynamic=True)
+        else:
+            self._pre, self._post = block_pre, block_post
         self.merge = cfg.spatial_merge_size
         self.patch = cfg.patch_size
         self.window_units = cfg.window_size // self.merge // self.patch
@@ -197,16 +236,12 @@ class FastQwenVision:
         cos, sin = permute(cos)[:, None, :], permute(sin)[:, None, :]
         for i, blk in enumerate(vis.blocks):
             groups = full_groups if i in self.full_layers else win_groups
-            a = blk.attn
-            h = blk.norm1(x)
-            qkv = a.qkv(h).view(n, 3, self.heads, self.head_dim)
-            q, k, v = qkv.unbind(1)
-            dt = q.dtype
-            qf, kf = q.float(), k.float()
-            q = (qf * cos + rotate_half(qf) * sin).to(dt)
-            k = (kf * cos + rotate_half(kf) * sin).to(dt)
+            a, m = blk.attn, blk.mlp
+            q, k, v = self._pre(x, blk.norm1.weight, blk.norm1.variance_epsilon, a.qkv.weight, a.qkv.bias, cos, sin,
+                                self.heads, self.head_dim)
             o = grouped_attention(q, k, v, groups, self.scale)
-            x = x + a.proj(o.reshape(n, -1))
-            x = x + blk.mlp(blk.norm2(x))
+            x = self._post(x, o.reshape(n, -1), a.proj.weight, a.proj.bias, blk.norm2.weight,
+                           blk.norm2.variance_epsilon, m.gate_proj.weight, m.gate_proj.bias, m.up_proj.weight,
+                           m.up_proj.bias, m.down_proj.weight, m.down_proj.bias)
         merged = vis.merger(x)
         return merged[torch.argsort(window_index)]
