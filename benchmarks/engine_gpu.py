@@ -16,14 +16,16 @@ What it measures (ALGORITHMS.md section 5 conventions: batch 1, warm-up excluded
   HF ``generate`` eager (dynamic cache), HF ``generate`` with ``cache_implementation="static"``
   (auto-compiled; by default at 2k on the Qwen shape only: its compile dominates the run time), our AR step (CUDA graph,
   with and without ``torch.compile`` fusion), our host-driven AR loop (one sync per token, what
-  ``SpeculativeDecoder`` + ``FastTarget`` does), our K=8 verify step (9 tokens), and a
+  ``SpeculativeDecoder`` + ``FastTarget`` does), the same steps with the Triton small-M weight
+  products (``FastLM(gemv=True)``, ``--no-gemv`` skips them), our K=8 verify step (9 tokens), and a
   Sparrow-like one-layer draft step of the same width attending to text only (with the full LM
   head and with a 32k-token head as EAGLE-3 drafts use).
 - The bandwidth limit of a step is (bytes of weights a step reads [+ the KV cache it reads]) /
   measured copy bandwidth; ratios to it are printed (targets: AR <= 1.25x, K=8 verify <= 1.4x,
   draft step <= 0.3 ms).
 - End to end for a 25k-visual-token video on the Qwen2.5-VL shape (64 frames at 784 px; 16
-  frames at 448 px with ``--quick``): vision tower HF vs ours, LM prefill HF vs ours (chunked),
+  frames at 448 px with ``--quick``): vision tower HF vs ours (compiled, and eager for reference),
+  LM prefill HF vs ours (``--prefill-chunk``, one chunk by default),
   and 512 new tokens (ours: measured AR steps; HF eager: measured per-token cost x 512).
 
 Results: a table on stdout and ``engine_gpu.json`` (machine info, versions, git SHA, all numbers)
@@ -238,6 +240,9 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
     max_ctx = max(args.contexts)
     graph_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=False)
     fused_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None) if not args.no_compile else None
+    # The same, with the Triton small-M weight products (vidspec.decoding.fast.gemv) instead of cuBLAS.
+    gemv_lm = (FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None, gemv=True)
+               if not (args.no_compile or args.no_gemv) else None)
     wbytes = graph_lm.weight_bytes()
     fam["weight_bytes"] = wbytes
     fam["bandwidth_limit_ms"] = wbytes / bw * 1e3
@@ -265,15 +270,22 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
                 traceback.print_exc()
             gc.collect()
             torch.cuda.empty_cache()
-        for tag, flm in [("graph", graph_lm), ("fused", fused_lm)]:
+        for tag, flm in [("graph", graph_lm), ("fused", fused_lm), ("gemv", gemv_lm)]:
             if flm is None:
                 continue
             t0 = time.perf_counter()
-            fill_cache(flm, ctx)
-            row[f"ours_{tag}_ar_ms"] = our_step_ms(flm, ctx, 1, args.reps, host=True)
-            row[f"ours_{tag}_ar_replay_ms"] = our_step_ms(flm, ctx, 1, args.reps, host=False)
-            row[f"ours_{tag}_verify9_ms"] = our_step_ms(flm, ctx, 9, args.reps, host=True)
-            row[f"ours_{tag}_ar_loop_ms"] = our_ar_loop_ms(flm, ctx, args.loop_tokens)
+            try:
+                fill_cache(flm, ctx)
+                row[f"ours_{tag}_ar_ms"] = our_step_ms(flm, ctx, 1, args.reps, host=True)
+                row[f"ours_{tag}_ar_replay_ms"] = our_step_ms(flm, ctx, 1, args.reps, host=False)
+                row[f"ours_{tag}_verify9_ms"] = our_step_ms(flm, ctx, 9, args.reps, host=True)
+                row[f"ours_{tag}_verify9_replay_ms"] = our_step_ms(flm, ctx, 9, args.reps, host=False)
+                row[f"ours_{tag}_ar_loop_ms"] = our_ar_loop_ms(flm, ctx, args.loop_tokens)
+            except Exception as e:  # an optional variant failing must not lose the rest of the run
+                if tag != "gemv":
+                    raise
+                row[f"ours_{tag}_error"] = f"{type(e).__name__}: {e}"[:300]
+                traceback.print_exc()
             row[f"ours_{tag}_setup_s"] = time.perf_counter() - t0
         best = min(v for k, v in row.items() if k.endswith("_ar_ms") and k.startswith("ours") and v)
         best9 = min(v for k, v in row.items() if k.endswith("_verify9_ms") and v)
@@ -283,7 +295,7 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
     # depend on the number of visual tokens because the draft never attends to them).
     fam["draft"] = bench_draft(head, args)
     if family == "qwen2.5-vl" and not args.no_e2e:
-        fam["e2e"] = bench_e2e(model, graph_lm if fused_lm is None else fused_lm, args)
+        fam["e2e"] = bench_e2e(model, graph_lm if fused_lm is None else (gemv_lm if args.e2e_gemv else fused_lm), args)
     gc.collect()
     torch.cuda.empty_cache()
 
@@ -304,13 +316,22 @@ def bench_draft(target_head, args) -> dict:
     with torch.no_grad():
         small_head.weight.copy_(target_head.weight[keep])
     out = {"text_context": args.draft_context}
-    for tag, head, ids in [("full_head", target_head, None), ("head32k", small_head, keep)]:
-        flm = FastLM(draft.model, head, max_len=args.draft_context + 256, graphs=True,
-                     compile=None if not args.no_compile else False, head_ids=ids)
-        fill_cache(flm, args.draft_context)
-        out[f"{tag}_step_ms"] = our_step_ms(flm, args.draft_context, 1, args.reps, host=False)
-        out[f"{tag}_step_host_ms"] = our_step_ms(flm, args.draft_context, 1, args.reps, host=True)
-        out[f"{tag}_weight_bytes"] = flm.weight_bytes()
+    variants = [("full_head", target_head, None, False), ("head32k", small_head, keep, False)]
+    if not (args.no_compile or args.no_gemv):
+        variants += [("full_head_gemv", target_head, None, True), ("head32k_gemv", small_head, keep, True)]
+    for tag, head, ids, gemv in variants:
+        try:
+            flm = FastLM(draft.model, head, max_len=args.draft_context + 256, graphs=True,
+                         compile=None if not args.no_compile else False, head_ids=ids, gemv=gemv)
+            fill_cache(flm, args.draft_context)
+            out[f"{tag}_step_ms"] = our_step_ms(flm, args.draft_context, 1, args.reps, host=False)
+            out[f"{tag}_step_host_ms"] = our_step_ms(flm, args.draft_context, 1, args.reps, host=True)
+            out[f"{tag}_weight_bytes"] = flm.weight_bytes()
+        except Exception as e:
+            if not gemv:
+                raise
+            out[f"{tag}_error"] = f"{type(e).__name__}: {e}"[:300]
+            traceback.print_exc()
     out["hf_eager_step_ms"] = hf_eager_step_ms(draft.model, draft.lm_head, args.draft_context, 1, args.reps)
     return out
 
@@ -393,8 +414,9 @@ def print_table(results: dict) -> None:
     cols = [("hf_generate_eager_ms", "HF gen eager"), ("hf_generate_static_ms", "HF gen static"),
             ("hf_eager_step1_ms", "HF fwd 1"), ("hf_eager_step9_ms", "HF fwd 9"),
             ("ours_graph_ar_ms", "our AR graph"), ("ours_fused_ar_ms", "our AR fused"),
-            ("ours_fused_ar_loop_ms", "our AR loop"), ("ours_graph_verify9_ms", "our K=8 graph"),
-            ("ours_fused_verify9_ms", "our K=8 fused"), ("limit_ms", "limit"), ("limit_with_kv_ms", "limit+KV")]
+            ("ours_fused_ar_loop_ms", "our AR loop"), ("ours_gemv_ar_ms", "our AR gemv"),
+            ("ours_graph_verify9_ms", "our K=8 graph"), ("ours_fused_verify9_ms", "our K=8 fused"),
+            ("ours_gemv_verify9_ms", "our K=8 gemv"), ("limit_ms", "limit"), ("limit_with_kv_ms", "limit+KV")]
     for fam, r in results["families"].items():
         print(f"\n{fam}: weights {r['weight_bytes'] / 1e9:.2f} GB, bandwidth limit {r['bandwidth_limit_ms']:.2f} ms/step")
         print("ms/token".ljust(16) + "".join(c[1].rjust(15) for c in cols) + "   AR/limit  K8/limit")
@@ -407,6 +429,9 @@ def print_table(results: dict) -> None:
                   f"(+host {d['full_head_step_host_ms']:.3f}), 32k head {d['head32k_step_ms']:.3f} ms, "
                   f"HF eager {d['hf_eager_step_ms']:.2f} ms  [target <= 0.3 ms; floor with full head "
                   f"{d['full_head_weight_bytes'] / bw * 1e3:.3f} ms]")
+            if "head32k_gemv_step_ms" in d and "full_head_gemv_step_ms" in d:
+                print(f"  with the Triton small-M products: full head {d['full_head_gemv_step_ms']:.3f} ms, "
+                      f"32k head {d['head32k_gemv_step_ms']:.3f} ms")
         e = r.get("e2e")
         if e:
             print(f"end to end, {e['visual_tokens']} visual tokens, {e['new_tokens']} new tokens:")
@@ -428,6 +453,9 @@ def main(argv=None) -> int:
                     help="HF static-cache generate for every family (default: Qwen2.5-VL only; its compile is slow)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile-fused variant")
     ap.add_argument("--no-e2e", action="store_true", help="skip the long-video end-to-end run")
+    ap.add_argument("--no-gemv", action="store_true",
+                    help="skip the variants with the Triton small-M weight products (FastLM gemv=True)")
+    ap.add_argument("--e2e-gemv", action="store_true", help="decode the end-to-end run with gemv=True")
     ap.add_argument("--reps", type=int, default=30, help="timed repetitions per step measurement")
     ap.add_argument("--prefill-chunk", type=int, default=32768,
                     help="LM prefill chunk of our path (FastTarget's default; 8192 was session 1's, 0.2 s slower at 25k)")

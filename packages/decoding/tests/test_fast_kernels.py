@@ -203,3 +203,35 @@ def test_two_stage_argmax_equals_argmax():
         assert torch.equal(argmax_rows(x), x.argmax(-1))
     x = torch.randn(9, 1000, generator=g)  # not divisible by the groups: plain argmax
     assert torch.equal(argmax_rows(x), x.argmax(-1))
+
+
+@needs_kernels
+@pytest.mark.parametrize("m", [1, 3, 16])
+@pytest.mark.parametrize("n,k", [(40, 64), (70, 96), (33, 600)])
+@pytest.mark.parametrize("bias", [False, True])
+def test_small_linear_matches_linear(m, n, k, bias):
+    """The Triton small-M products (one row: reduction kernel; 2-16 rows: dot tiles) equal F.linear, bias included."""
+    _patch_interpreter()
+    from vidspec.decoding.fast import gemv
+
+    g = torch.Generator().manual_seed(m * 1000 + n + k)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.randn(m, k, generator=g).to(dev)
+    w = torch.randn(n, k, generator=g).to(dev)
+    b = torch.randn(n, generator=g).to(dev) if bias else None
+    if dev == "cuda":  # the kernels are meant for half precision there (tl.dot on fp32 would use TF32)
+        x, w, b = x.bfloat16(), w.bfloat16(), (b.bfloat16() if bias else None)
+    ref = torch.nn.functional.linear(x.float(), w.float(), None if b is None else b.float())
+    out = gemv.small_linear(x, w, b).float()
+    assert out.shape == (m, n)
+    assert float((out - ref).abs().max()) <= (1e-4 if dev == "cpu" else 2e-2) * float(ref.abs().max())
+    # rows past 16 are not the kernels' job: the dispatcher hands them to F.linear
+    big = torch.randn(17, k, generator=g).to(dev, x.dtype)
+    assert torch.equal(gemv.linear(big, w, b), torch.nn.functional.linear(big, w, b))
+
+
+def test_gemv_option_is_refused_off_cuda(tiny):
+    """gemv=True needs CUDA, Triton, fused weights and half precision: on CPU it fails at construction, by name."""
+    target = fresh("tiny-qwen2.5-vl")
+    with pytest.raises(ValueError, match="gemv=True needs CUDA"):
+        FastLM(target.model.model.language_model, target.model.lm_head, max_len=64, gemv=True)

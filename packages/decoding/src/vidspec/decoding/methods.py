@@ -82,7 +82,7 @@ ENGINES: tuple[str, ...] = ("eager", "fast")
 DEFAULT_FAST_MAX_LEN = 8192
 #: ``fast_options`` keys, passed to :class:`~vidspec.decoding.fast.FastTarget`.
 FAST_OPTIONS = frozenset({"max_len", "graphs", "compile", "prefill_chunk", "fast_vision", "bucket", "max_tree",
-                          "fuse", "kernels", "compile_mode"})
+                          "fuse", "kernels", "compile_mode", "gemv"})
 #: [choice] lvspec-pst lets PST act on the lowest 90% of relevance scores: with the default
 #: ``always`` predicate the lowest λ (70%) are accepted anyway, so PST works in the band between
 #: and the most visual 10% of positions stay strict (ALGORITHMS.md section 2, PST).

@@ -177,12 +177,20 @@ def fuse_layer_weights(layer) -> None:
 # ---- the per-layer pieces that do not touch the cache (compilable, shapes depend on T) ----------
 # The residual add of a layer's MLP output is deferred to the next piece (``delta``), so a fused
 # compile does it in the same kernel as the next RMSNorm.
+def _lin(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, small: bool) -> torch.Tensor:
+    """``F.linear``, or with ``small`` the Triton small-M product (:mod:`vidspec.decoding.fast.gemv`, registered as
+    ``torch.ops.vidspec.small_linear`` once that module is imported; FastLM imports it for ``gemv=True``)."""
+    if small:
+        return torch.ops.vidspec.small_linear(x, w, b)
+    return F.linear(x, w, b)
+
+
 def _pre_fused(x: torch.Tensor, delta: torch.Tensor | None, in_norm: torch.Tensor, eps: float, wqkv: torch.Tensor,
-               bqkv: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+               bqkv: torch.Tensor | None, small: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Residual add, RMSNorm and the fused q/k/v projection: ``(T, d) -> (T, d), (T, (hq + 2 hkv) hd)``."""
     if delta is not None:
         x = x + delta
-    return x, F.linear(rms_norm(x, in_norm, eps), wqkv, bqkv)
+    return x, _lin(rms_norm(x, in_norm, eps), wqkv, bqkv, small)
 
 
 def _pre_split(x: torch.Tensor, delta: torch.Tensor | None, in_norm: torch.Tensor, eps: float, wq, bq, wk, bk, wv,
@@ -195,12 +203,12 @@ def _pre_split(x: torch.Tensor, delta: torch.Tensor | None, in_norm: torch.Tenso
 
 
 def _post_fused(x: torch.Tensor, attn: torch.Tensor, wo, bo, post_norm, eps: float, wgu,
-                wd) -> tuple[torch.Tensor, torch.Tensor]:
+                wd, small: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Output projection, residual, RMSNorm, SwiGLU MLP with fused gate/up: returns ``x`` and the MLP output."""
-    x = x + F.linear(attn, wo, bo)
-    gu = F.linear(rms_norm(x, post_norm, eps), wgu)
+    x = x + _lin(attn, wo, bo, small)
+    gu = _lin(rms_norm(x, post_norm, eps), wgu, None, small)
     g, u = gu.chunk(2, dim=-1)
-    return x, F.linear(F.silu(g) * u, wd)
+    return x, _lin(F.silu(g) * u, wd, None, small)
 
 
 def _post_split(x: torch.Tensor, attn: torch.Tensor, wo, bo, post_norm, eps: float, wg, wu,
@@ -226,7 +234,7 @@ def argmax_rows(logits: torch.Tensor, groups: int = 64) -> torch.Tensor:
 
 
 def _final(x: torch.Tensor, delta: torch.Tensor, norm: torch.Tensor, eps: float, head: torch.Tensor,
-           head_bias: torch.Tensor | None, ids: torch.Tensor, head_ids: torch.Tensor | None):
+           head_bias: torch.Tensor | None, ids: torch.Tensor, head_ids: torch.Tensor | None, small: bool = False):
     """Last residual add, final norm, LM head, greedy tokens and device-side chain acceptance.
 
     Returns ``(x, h, logits float32, argmax in target ids, accept)``; ``accept`` is
@@ -234,7 +242,7 @@ def _final(x: torch.Tensor, delta: torch.Tensor, norm: torch.Tensor, eps: float,
     """
     x = x + delta
     h = rms_norm(x, norm, eps)
-    logits = F.linear(h, head, head_bias).float()
+    logits = _lin(h, head, head_bias, small).float()
     am = argmax_rows(logits)
     if head_ids is not None:
         am = head_ids[am]
@@ -459,12 +467,16 @@ class FastLM:
             only a subset of the vocabulary (an EAGLE-3-style reduced draft head): step outputs'
             ``argmax``/``accept`` are then target ids, ``logits`` are over the V' rows. Input ids
             and embeddings stay in the full vocabulary.
+        gemv: run the weight products of steps of at most 16 tokens with the Triton kernels of
+            :mod:`vidspec.decoding.fast.gemv` instead of cuBLAS (CUDA, bf16/fp16, fused weights;
+            default off: see that module and docs/RESULTS.md for when it pays). Prefill chunks
+            always use cuBLAS.
     """
 
     def __init__(self, language_model, lm_head, *, max_len: int, hidden_layers: dict[str, int] | None = None,
                  graphs: bool = True, compile: bool | None = None, bucket: int = 256, max_tree: int = 64,
                  max_step: int = 64, fuse: bool | None = None, kernels: bool | None = None,
-                 compile_mode: str | None = None, head_ids: torch.Tensor | None = None):
+                 compile_mode: str | None = None, head_ids: torch.Tensor | None = None, gemv: bool = False):
         self.lm = language_model
         self.lm_head = lm_head
         cfg = language_model.config
@@ -520,6 +532,11 @@ class FastLM:
             raise RuntimeError("kernels=True needs Triton")
         if self.kernels and not fits:
             raise ValueError(f"kernels=True needs a power-of-two head dim >= 16, this model's is {self.hd}")
+        self.gemv = bool(gemv)
+        if self.gemv:
+            if not (self.fused and on_cuda and _has_triton() and self.dtype in (torch.bfloat16, torch.float16)):
+                raise ValueError("gemv=True needs CUDA, Triton, fused weights and a bf16/fp16 model")
+            from vidspec.decoding.fast import gemv as _gemv  # noqa: F401  (registers vidspec::small_linear)
         self.compile_mode = compile_mode
         self.bucket = bucket
         self.max_tree = max_tree
@@ -583,11 +600,13 @@ class FastLM:
         """
         pre, post, final = (self._pre_c, self._post_c, self._final_c) if compiled else (
             self._pre, self._post, self._final)
+        # Steps of at most gemv.MAX_ROWS tokens (never a prefill chunk) take the Triton small-M products.
+        small = self.gemv and (arena is not None or mask_rep is not None) and x.shape[0] <= 16
         hidden: dict[str, torch.Tensor] = {}
         delta = None
         for i, lw in enumerate(self.layers):
             if self.fused:
-                x, qkv = pre(x, delta, lw.in_norm, lw.in_eps, lw.wqkv, lw.bqkv)
+                x, qkv = pre(x, delta, lw.in_norm, lw.in_eps, lw.wqkv, lw.bqkv, small)
             else:
                 x, qkv = pre(x, delta, lw.in_norm, lw.in_eps, lw.wq, lw.bq, lw.wk, lw.bk, lw.wv, lw.bv)
             if i in want:
@@ -607,7 +626,7 @@ class FastLM:
                 else:
                     a = attend_step(q, kc[:lb], vc[:lb], mask_rep, self.scale)
             if self.fused:
-                x, delta = post(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu, lw.wd)
+                x, delta = post(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wgu, lw.wd, small)
             else:
                 x, delta = post(x, a, lw.wo, lw.bo, lw.post_norm, lw.post_eps, lw.wg, lw.wu, lw.wd)
         if not logits:
@@ -617,7 +636,7 @@ class FastLM:
                 hidden[want[self.num_layers]] = h
             return x, h, None, None, None, hidden
         x, h, lg, am, accept = final(x, delta, self.norm, self.norm_eps, self.head, self.head_bias, ids,
-                                     self.head_ids)
+                                     self.head_ids, small)
         if self.num_layers in want:
             hidden[want[self.num_layers]] = h
         return x, h, lg, am, accept, hidden

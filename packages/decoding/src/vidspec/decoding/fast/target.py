@@ -118,8 +118,9 @@ class FastTarget:
         fast_vision: use :class:`~vidspec.decoding.fast.vision.FastQwenVision` for Qwen2.5-VL.
         bucket: graph-mode attention reads the cache up to a multiple of this many slots.
         max_tree: largest verify step / tree session captured as a graph (region mask width).
-        fuse, kernels, compile_mode: :class:`FastLM` options (fused q/k/v and gate/up weights, Triton
-            step kernels, ``torch.compile`` mode); None picks FastLM's defaults.
+        fuse, kernels, compile_mode, gemv: :class:`FastLM` options (fused q/k/v and gate/up weights,
+            Triton step kernels, ``torch.compile`` mode, Triton small-M weight products); None picks
+            FastLM's defaults.
     """
 
     #: The ``need`` names :meth:`verify` honours (as the eager adapter).
@@ -127,7 +128,8 @@ class FastTarget:
 
     def __init__(self, adapter: HFVideoTarget, max_len: int = 8192, graphs: bool = True, compile: bool | None = None,
                  prefill_chunk: int = 32768, fast_vision: bool = True, bucket: int = 256, max_tree: int = DEFAULT_MAX_TREE,
-                 fuse: bool | None = None, kernels: bool | None = None, compile_mode: str | None = None):
+                 fuse: bool | None = None, kernels: bool | None = None, compile_mode: str | None = None,
+                 gemv: bool = False):
         if isinstance(adapter, FastTarget):
             raise TypeError("FastTarget wraps an eager adapter, not another FastTarget")
         self.adapter = adapter
@@ -145,7 +147,8 @@ class FastTarget:
         hidden = {"penult": self.num_layers - 1, "mid": self.relevance_layer, "last": self.num_layers}
         self.lm = FastLM(adapter.model.model.language_model, adapter.model.lm_head, max_len=max_len,
                          hidden_layers=hidden, graphs=graphs, compile=compile, bucket=bucket, max_tree=max_tree,
-                         max_step=max_tree, fuse=fuse, kernels=kernels, compile_mode=compile_mode)
+                         max_step=max_tree, fuse=fuse, kernels=kernels, compile_mode=compile_mode,
+                         gemv=gemv)
         self.vision = None
         if fast_vision and self.family == "qwen2.5-vl":
             from vidspec.decoding.fast.vision import FastQwenVision
