@@ -241,8 +241,13 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
     graph_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=False)
     fused_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None) if not args.no_compile else None
     # The same, with the Triton small-M weight products (vidspec.decoding.fast.gemv) instead of cuBLAS.
-    gemv_lm = (FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None, gemv=True)
-               if not (args.no_compile or args.no_gemv) else None)
+    gemv_lm = None
+    if not (args.no_compile or args.no_gemv):
+        try:
+            gemv_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None, gemv=True)
+        except Exception as e:  # an optional variant failing must not lose the rest of the run
+            fam["gemv_error"] = f"{type(e).__name__}: {e}"[:300]
+            traceback.print_exc()
     wbytes = graph_lm.weight_bytes()
     fam["weight_bytes"] = wbytes
     fam["bandwidth_limit_ms"] = wbytes / bw * 1e3
