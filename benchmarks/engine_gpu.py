@@ -102,13 +102,15 @@ def copy_bandwidth(gib: float = 2.0) -> float:
 def machine_info() -> dict:
     import transformers
 
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                    text=True).stdout.strip())
-    except (OSError, subprocess.CalledProcessError):
-        # The GPU machine receives the tree without .git: the caller passes the commit instead.
-        sha, dirty = os.environ.get("VIDSPEC_GIT_SHA", "unknown"), None
+    # The GPU machine's copy of the tree may carry a stale .git: a commit the caller names wins.
+    sha, dirty = os.environ.get("VIDSPEC_GIT_SHA"), None
+    if not sha:
+        try:
+            sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                        text=True).stdout.strip())
+        except (OSError, subprocess.CalledProcessError):
+            sha = "unknown"
     p = torch.cuda.get_device_properties(0)
     return {
         "gpu": torch.cuda.get_device_name(0), "gpu_memory_gib": round(p.total_memory / 2**30, 1),

@@ -130,6 +130,63 @@ def test_fast_target_and_fast_sparrow_equal_ar(tiny, clip, name):
     assert sd.token_ids == ar.token_ids
 
 
+def _device_round_runs(target_factory, target, req, k: int, budget: int):
+    """The same Sparrow decode with device rounds on and off: (results, verify_device calls of the 'on' run)."""
+    from vidspec.decoding.fast import FastStrictVerifier
+    from vidspec.decoding.testing import aligned_sparrow
+
+    model = aligned_sparrow(target)
+    results, calls = [], []
+    for on in (True, False):
+        fast = target_factory()
+        orig = fast.verify_device
+        seen: list[int] = []
+
+        def spy(*a, orig=orig, seen=seen, **kw):
+            seen.append(1)
+            return orig(*a, **kw)
+
+        fast.verify_device = spy
+        dec = SpeculativeDecoder(fast, FastSparrowDrafter(model), FastStrictVerifier(), k=k, method="sparrow",
+                                 device_rounds=on)
+        results.append(dec.generate(req, max_new_tokens=budget))
+        calls.append(len(seen))
+    return results, calls
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_device_rounds_match_host_rounds(tiny, clip, name):
+    """Draft tokens fed to the verify step on the device (no host sync between them): the same rounds and
+    tokens as the host-driven round, token-identical to AR, and the device path is the one taken."""
+    from vidspec.decoding.fast import FastTarget
+
+    target = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
+    (on, off), (calls_on, calls_off) = _device_round_runs(lambda: FastTarget(target, max_len=512), target, req, 4, 32)
+    assert on.token_ids == off.token_ids == ar.token_ids
+    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert sum(s.accepted for s in on.steps) > 0  # the aligned draft gets tokens accepted
+    assert calls_on == sum(1 for s in on.steps if s.drafted > 0) and calls_off == 0
+
+
+def test_step_tail_ids_equal_host_ids(tiny, clip):
+    """FastLM.step with the last ids taken from a device tensor equals the step with all ids on the host."""
+    from vidspec.decoding.fast import FastTarget
+    from vidspec.decoding.fast.target import _tril
+
+    fast = FastTarget(tiny("tiny-qwen2.5-vl"), max_len=512)
+    state = fast.prefill(Request("Describe the video.", clip))
+    toks = [int(state.first_logits.argmax()), 5, 6, 7]
+    s, off = state.length, state.extra["offset"]
+    a = fast.lm.step(toks, s, s, off, list(range(4)), _tril(4)).logits.clone()
+    b = fast.lm.step([toks[0], 0, 0, 0], s, s, off, list(range(4)), _tril(4),
+                     tail_ids=torch.tensor(toks[1:], device=fast.device)).logits.clone()
+    assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="tail ids"):
+        fast.lm.step(toks, s, s, off, list(range(4)), _tril(4), tail_ids=torch.arange(5))
+
+
 def test_sampling_falls_back_to_host_choice(tiny, clip):
     """temperature > 0: the same generator draws give the same tokens and distributions as SparrowDrafter."""
     target = tiny("tiny-qwen2.5-vl")
@@ -560,3 +617,19 @@ def test_cuda_warmup_leaves_no_capture_for_the_decode(cuda_tiny_fp32, clip, name
     sd = dec.generate(req, max_new_tokens=budget)
     assert sd.token_ids == ar.token_ids
     assert len(fast.lm._graphs) == graphs_t and drafter.graph_captures == graphs_d
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_device_rounds_match_host_rounds(cuda_tiny_fp32, clip, name):
+    """On CUDA (graphs, kernels): draft and verify launched back to back give the host-driven rounds, losslessly."""
+    from vidspec.decoding.fast import FastTarget
+
+    target = cuda_tiny_fp32(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(FastTarget(target)).generate(req, max_new_tokens=48)
+    (on, off), (calls_on, _) = _device_round_runs(lambda: FastTarget(target), target, req, 4, 48)
+    assert on.token_ids == off.token_ids == ar.token_ids
+    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert calls_on > 0

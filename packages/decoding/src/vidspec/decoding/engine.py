@@ -25,6 +25,7 @@ from vidspec.decoding.types import (
     Decision,
     Drafter,
     GenerationResult,
+    Proposal,
     Request,
     StepRecord,
     TargetModel,
@@ -121,11 +122,19 @@ class SpeculativeDecoder:
         verifier: decides acceptance (:class:`StrictVerifier` is lossless).
         k: draft tokens per round (ignored for :class:`NoDrafter`).
         method: a label carried into results ("ar", "sd", "lvspec", ...).
+        device_rounds: for greedy requests, when the drafter can leave its tokens on the device
+            (``propose_device``/``set_draft``, :class:`~vidspec.decoding.fast.FastSparrowDrafter`) and the
+            target can verify them there (``verify_device``, :class:`~vidspec.decoding.fast.FastTarget`),
+            launch the draft and the verify step back to back with no host synchronisation between
+            them; the draft tokens come back with the acceptance (one synchronisation per round).
+            Decisions are the same; only the per-round split changes meaning (``draft_s`` is then the
+            host time of the draft's launch and ``verify_s`` includes the draft's device time).
     """
 
     def __init__(self, target: TargetModel, drafter: Drafter | None = None, verifier: Verifier | None = None,
-                 k: int = 4, method: str | None = None):
+                 k: int = 4, method: str | None = None, device_rounds: bool = True):
         self.target = target
+        self.device_rounds = device_rounds
         self.drafter = drafter or NoDrafter()
         self.verifier = verifier or StrictVerifier()
         if k < 0:
@@ -217,16 +226,25 @@ class SpeculativeDecoder:
         _sync(device)
         timings["begin_s"] = time.perf_counter() - t1
         ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
+        on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))
+                     and callable(getattr(target, "verify_device", None)))
         x_last = first
         while True:
             remaining = max_new_tokens - emitted
             # A round emits at most k + 1 tokens; never draft past the token budget.
             k = min(self.k, remaining - 1)
             ts = time.perf_counter()
-            proposal = drafter.propose(k)
-            _sync(device)
-            tv = time.perf_counter()
-            out = target.verify(state, [x_last, *proposal.tokens], need_verify)
+            if on_device and 1 <= k <= getattr(drafter, "max_draft", k):
+                toks = drafter.propose_device(k)  # type: ignore[attr-defined]
+                tv = time.perf_counter()
+                out = target.verify_device(state, x_last, toks, need_verify)  # type: ignore[attr-defined]
+                proposal = Proposal(tuple(out.draft_tokens()))  # the round's one synchronisation
+                drafter.set_draft(list(proposal.tokens))  # type: ignore[attr-defined]
+            else:
+                proposal = drafter.propose(k)
+                _sync(device)
+                tv = time.perf_counter()
+                out = target.verify(state, [x_last, *proposal.tokens], need_verify)
             decision: Decision = verifier.verify(proposal, out, ctx)
             n = decision.n_accepted
             # The cache covers x_last + d_1..d_K; keep x_last + d_1..d_n (next_token is not in it).

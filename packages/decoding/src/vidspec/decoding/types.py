@@ -253,6 +253,9 @@ class StepRecord:
 
     ``draft_s``: host wall seconds of ``propose`` (device synchronised after it); ``verify_s``: of the
     target pass, the verifier's decision, the rollback and the drafter's ``commit`` (synchronised).
+    In a device round (``SpeculativeDecoder(device_rounds=True)`` with a drafter and target that
+    support it) the draft is not synchronised on its own: ``draft_s`` is then the host time of its
+    launch and ``verify_s`` also holds the draft's device time; their sum is the round either way.
     """
 
     drafted: int

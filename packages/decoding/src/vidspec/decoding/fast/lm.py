@@ -467,10 +467,10 @@ class FastLM:
             only a subset of the vocabulary (an EAGLE-3-style reduced draft head): step outputs'
             ``argmax``/``accept`` are then target ids, ``logits`` are over the V' rows. Input ids
             and embeddings stay in the full vocabulary.
-        gemv: run the weight products of steps of at most 16 tokens with the Triton kernels of
-            :mod:`vidspec.decoding.fast.gemv` instead of cuBLAS (CUDA, bf16/fp16, fused weights;
-            default off: see that module and docs/RESULTS.md for when it pays). Prefill chunks
-            always use cuBLAS.
+        gemv: run the weight products of single-token steps (AR decode, draft-model steps) with the
+            Triton GEMV of :mod:`vidspec.decoding.fast.gemv` instead of cuBLAS (CUDA, bf16/fp16, fused
+            weights). Measured on the H200 at 7B shapes only (docs/RESULTS.md section 13), so off by
+            default. Verify steps and prefill chunks keep cuBLAS.
     """
 
     def __init__(self, language_model, lm_head, *, max_len: int, hidden_layers: dict[str, int] | None = None,
@@ -600,8 +600,9 @@ class FastLM:
         """
         pre, post, final = (self._pre_c, self._post_c, self._final_c) if compiled else (
             self._pre, self._post, self._final)
-        # Steps of at most gemv.MAX_ROWS tokens (never a prefill chunk) take the Triton small-M products.
-        small = self.gemv and (arena is not None or mask_rep is not None) and x.shape[0] <= 16
+        # Single-token steps (never a prefill chunk) take the Triton GEMV: it beat cuBLAS in the AR step
+        # at 7B shapes (4.34 vs 4.80 ms), while its 2-16-row kernel lost in the K=8 verify step (5.42 vs 4.98 ms).
+        small = self.gemv and (arena is not None or mask_rep is not None) and x.shape[0] == 1
         hidden: dict[str, torch.Tensor] = {}
         delta = None
         for i, lw in enumerate(self.layers):
@@ -724,7 +725,7 @@ class FastLM:
 
     @torch.inference_mode()
     def step(self, tokens: list[int], start: int, base: int, offset: int, depth: list[int],
-             tree_mask: torch.Tensor) -> StepOutput:
+             tree_mask: torch.Tensor, tail_ids: torch.Tensor | None = None) -> StepOutput:
         """Run ``T`` new tokens at cache slots ``[start, start + T)``.
 
         Args:
@@ -734,6 +735,9 @@ class FastLM:
             offset: RoPE position offset (Qwen2.5-VL's rope delta; 0 for 1-D RoPE).
             depth: per token, position relative to ``base`` (position = base + offset + depth).
             tree_mask: ``(T, R) bool`` region visibility (R <= max_tree on the graph path).
+            tail_ids: ``(m,) int64`` on the model's device: the last ``m`` input ids come from it
+                (``tokens`` holds placeholders there), copied on the device in stream order, so a
+                draft's output tokens feed this step without a host round trip.
 
         Returns:
             Views of the step's outputs (valid until the next step).
@@ -743,8 +747,13 @@ class FastLM:
         if start + t > self.max_len or end_region > self.max_len + self.max_tree:
             raise ValueError(f"step past the cache capacity ({self.max_len}); raise max_len")
         use_graph = self.graphs and t <= self.max_step and tree_mask.shape[1] <= self.max_tree
+        m = 0 if tail_ids is None else int(tail_ids.shape[0])
+        if not 0 <= m <= t:
+            raise ValueError(f"{m} tail ids for a step of {t} tokens")
         if not use_graph:
             arena = torch.tensor([start, base, offset, *depth, *tokens], dtype=torch.long, device=self.device)
+            if m:
+                arena[3 + 2 * t - m:].copy_(tail_ids)
             lb = start + t
             return self._step_body(t, lb, arena, tree_mask.to(self.device), compiled=False)
         arena, mask = self._arena_for(t)
@@ -755,6 +764,8 @@ class FastLM:
             self._h2d_done[t].synchronize()
         host.copy_(torch.tensor([start, base, offset, *depth, *tokens], dtype=torch.long))
         arena.copy_(host, non_blocking=True)
+        if m:  # after the host copy on the same stream: the device ids overwrite the placeholders
+            arena[3 + 2 * t - m:].copy_(tail_ids)
         # A chain step passes the same (cached) mask every round: copy it only when it changed.
         src = self._mask_src.get(t)
         version = None if tree_mask.is_inference() else tree_mask._version  # inference tensors have none

@@ -697,6 +697,45 @@ class FastSparrowDrafter(SparrowDrafter):
         self._draft = []
         if k <= 0:
             return Proposal(())
+        if self.temperature <= 0 and k <= self.max_draft:
+            toks = self.propose_device(k)
+            tokens = toks.tolist()  # the one host synchronisation of the round
+            self._draft = tokens
+            return Proposal(tuple(tokens))
+        return self._propose_sampled(k)
+
+    @torch.inference_mode()
+    def propose_device(self, k: int) -> torch.Tensor:
+        """A greedy proposal left on the device: ``(k,) int64``, a view of the drafter's token buffer.
+
+        Launches the round (one graph replay on CUDA) and returns without synchronising, so the
+        target's verify step can read the tokens on the device
+        (:meth:`~vidspec.decoding.fast.FastTarget.verify_device`). The view is valid until the next
+        proposal; call :meth:`set_draft` with the tokens once they are read, before :meth:`commit`.
+        Greedy only (``temperature <= 0``), ``1 <= k <= max_draft``.
+        """
+        if self.cache is None or self._eng is None:
+            raise RuntimeError("begin() first")
+        if self.temperature > 0 or not 1 <= k <= self.max_draft:
+            raise ValueError(f"propose_device drafts greedily 1..{self.max_draft} tokens (k={k}, "
+                             f"temperature={self.temperature})")
+        start, t, last_index = self._load_pending(k)
+        # The pending tokens and k - 1 chained single-token steps: one graph replay on CUDA.
+        self._run(t, start + t + k - 1, k)
+        self.cache.length = start + t + k - 1
+        self._cache_index.extend(range(last_index + 1, last_index + k))
+        self._draft = []
+        return self._eng.toks[:k]
+
+    def set_draft(self, tokens: list[int]) -> None:
+        """The host copy of the tokens :meth:`propose_device` returned (what :meth:`commit` keeps from)."""
+        self._draft = list(tokens)
+
+    def _load_pending(self, k: int) -> tuple[int, int, int]:
+        """Load the pending tokens into the T-step inputs (a round of ``k`` draft tokens follows).
+
+        Returns the cache slot of the first pending token, their count and the sequence index of the last.
+        """
         p = self._pending
         assert p.tokens, "a round always starts with at least x_last pending"
         t = len(p.tokens)
@@ -710,15 +749,11 @@ class FastSparrowDrafter(SparrowDrafter):
         self._load(p.tokens, torch.stack(p.hidden), pos, start, [row[0] for row in self._positions([last_index + 1])])
         self._pending = _Pending()
         self._cache_index.extend(p.index)
-        if self.temperature <= 0 and k <= self.max_draft:
-            # The pending tokens and k - 1 chained single-token steps: one graph replay on CUDA.
-            self._run(t, start + t + k - 1, k)
-            self.cache.length = start + t + k - 1
-            tokens = self._eng.toks[:k].tolist()  # the one host synchronisation of the round
-            self._cache_index.extend(range(last_index + 1, last_index + k))
-            self._draft = tokens
-            return Proposal(tuple(tokens))
-        # Sampling (or a very long greedy chain): choose each token on the host as SparrowDrafter does.
+        return start, t, last_index
+
+    def _propose_sampled(self, k: int) -> Proposal:
+        """Sampling (or a very long greedy chain): choose each token on the host as SparrowDrafter does."""
+        start, t, last_index = self._load_pending(k)
         out = self._run(t, start + t)
         self.cache.length = start + t
         a1, _ = self._arena(1)

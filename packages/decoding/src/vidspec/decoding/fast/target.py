@@ -61,6 +61,7 @@ class FastVerifyOutput(VerifyOutput):
     argmax: torch.Tensor | None = None
     accept_host: torch.Tensor | None = None
     ready: Any = None
+    draft_host: torch.Tensor | None = None
 
     def greedy(self) -> tuple[int, int]:
         """``(n_accepted, next_token)`` of strict greedy verification (one host sync at most)."""
@@ -69,6 +70,13 @@ class FastVerifyOutput(VerifyOutput):
             self.ready.synchronize()
         n, nxt = self.accept_host.tolist()
         return int(n), int(nxt)
+
+    def draft_tokens(self) -> list[int]:
+        """The draft tokens of a :meth:`FastTarget.verify_device` step, read on the host (after :meth:`greedy`'s sync)."""
+        assert self.draft_host is not None, "not a verify_device output"
+        if self.ready is not None:
+            self.ready.synchronize()
+        return [int(x) for x in self.draft_host.tolist()]
 
 
 class FastStrictVerifier(StrictVerifier):
@@ -156,7 +164,7 @@ class FastTarget:
             self.vision = FastQwenVision(adapter.model.model.visual)
         on_cuda = self.device.type == "cuda"
         self._accept_host = torch.zeros(2, dtype=torch.long, pin_memory=on_cuda)
-        self._argmax_host = torch.zeros(max_tree, dtype=torch.long, pin_memory=on_cuda)
+        self._draft_host = torch.zeros(max_tree, dtype=torch.long, pin_memory=on_cuda)
 
     # ---- adapter passthroughs -----------------------------------------------------------------
     @property
@@ -250,10 +258,14 @@ class FastTarget:
                 state.visual_hidden = torch.cat(pieces["mid"])[visual_positions.to(dev)].clone()
         return state
 
-    def _output(self, out: StepOutput, need: frozenset[str], chain: bool) -> FastVerifyOutput:
+    def _output(self, out: StepOutput, need: frozenset[str], chain: bool,
+                draft: torch.Tensor | None = None) -> FastVerifyOutput:
         # Clone out of the static buffers: a drafter may keep hidden states past the next step.
         t = out.logits.shape[0]
-        accept_host, ready = None, None
+        accept_host, ready, draft_host = None, None, None
+        if draft is not None:  # read back with the acceptance, under the same event
+            draft_host = self._draft_host[:draft.shape[0]]
+            draft_host.copy_(draft, non_blocking=True)
         if chain:
             self._accept_host.copy_(out.accept, non_blocking=True)
             accept_host = self._accept_host
@@ -268,6 +280,7 @@ class FastTarget:
             argmax=out.argmax.clone(),
             accept_host=accept_host,
             ready=ready,
+            draft_host=draft_host,
         )
 
     @torch.inference_mode()
@@ -279,6 +292,29 @@ class FastTarget:
         out = self.lm.step(list(tokens), start, start, state.extra["offset"], list(range(t)), _tril(t))
         state.length = cache.length = start + t
         return self._output(out, need, chain=True)
+
+    @torch.inference_mode()
+    def verify_device(self, state: TargetState, x_last: int, draft: torch.Tensor,
+                      need: frozenset[str] = frozenset()) -> FastVerifyOutput:
+        """:meth:`verify` of ``[x_last, *draft]`` with the draft tokens still on the device.
+
+        The tokens go from the draft's output buffer into this step's inputs on the device (stream
+        order), so the host launches the verify step right after the draft's without waiting for
+        the draft to finish; the acceptance ``[n, next]`` and the draft tokens come back together,
+        under one event (:meth:`FastVerifyOutput.greedy`, :meth:`FastVerifyOutput.draft_tokens`).
+
+        Args:
+            draft: ``(K,) int64`` draft tokens on the model's device (read before the next draft).
+        """
+        cache = self._check(state)
+        cache.tree = None
+        k = int(draft.shape[0])
+        t = k + 1
+        start = state.length
+        out = self.lm.step([x_last] + [0] * k, start, start, state.extra["offset"], list(range(t)), _tril(t),
+                           tail_ids=draft)
+        state.length = cache.length = start + t
+        return self._output(out, need, chain=True, draft=draft)
 
     def rollback(self, state: TargetState, length: int) -> None:
         cache = self._check(state)
