@@ -96,6 +96,29 @@ def test_fast_sd_is_token_identical_to_eager_ar(tiny, clip, perturbed, name, k):
     assert 0 < sum(s.accepted for s in sd.steps) < sum(s.drafted for s in sd.steps)
 
 
+@pytest.mark.parametrize("name", ["tiny-qwen2.5-vl", "tiny-llava-ov"])
+def test_fast_sd_device_rounds_equal_host_rounds(tiny, clip, perturbed, name):
+    """A draft VLM on a FastTarget drafts on the device (greedy_chain_device) and the target verifies there:
+    the same rounds as the host-driven ones, token-identical to AR, and the device path is taken."""
+    target = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=N)
+    runs, used = [], []
+    for on in (True, False):
+        fast = FastTarget(target, max_len=512)
+        calls = []
+        orig = fast.verify_device
+        fast.verify_device = lambda *a, orig=orig, calls=calls, **kw: calls.append(1) or orig(*a, **kw)
+        dec = SpeculativeDecoder(fast, FastModelDrafter(perturbed(name)), FastStrictVerifier(), k=3,
+                                 device_rounds=on)
+        runs.append(dec.generate(req, max_new_tokens=N))
+        used.append(len(calls))
+    on, off = runs
+    assert on.token_ids == off.token_ids == ar.token_ids
+    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert used[0] == sum(1 for s in on.steps if s.drafted > 0) > 0 and used[1] == 0
+
+
 def test_build_decoder_with_fast_models(tiny, clip):
     """methods.build_decoder takes loaded models: FastTargets slot in, drafted by the plain ModelDrafter."""
     from vidspec.decoding.methods import build_decoder

@@ -409,6 +409,14 @@ class FastTarget:
         step's input without a host round trip); one synchronisation returns all k tokens.
         The cache grows by ``len(pending) + k - 1``, as :class:`ModelDrafter` expects.
         """
+        return self.greedy_chain_device(state, pending, k).tolist()
+
+    @torch.inference_mode()
+    def greedy_chain_device(self, state: TargetState, pending: list[int], k: int) -> torch.Tensor:
+        """:meth:`greedy_chain` without the final synchronisation: ``(k,) int64`` tokens on the device.
+
+        On the graph path nothing waits for the device; off it (CPU, eager) the tokens are already known.
+        """
         cache = self._check(state)
         cache.tree = None
         t = len(pending)
@@ -422,7 +430,7 @@ class FastTarget:
                 out = self.lm.step([tokens[-1]], s, s, offset, [0], _tril(1))
                 state.length = cache.length = s + 1
                 tokens.append(int(out.argmax[-1]))
-            return tokens
+            return torch.tensor(tokens, dtype=torch.long, device=self.device)
         toks = torch.empty(k, dtype=torch.long, device=self.device)
         toks[0:1].copy_(out.argmax[-1:])
         prev_t = t
@@ -432,7 +440,7 @@ class FastTarget:
             toks[i:i + 1].copy_(out.argmax[-1:])
             state.length = cache.length = state.length + 1
             prev_t = 1
-        return toks.tolist()
+        return toks
 
     @torch.inference_mode()
     def warmup(self, step_lengths: tuple[int, ...] = (1,), contexts: tuple[int, ...] = ()) -> int:
@@ -495,3 +503,21 @@ class FastModelDrafter(ModelDrafter):
         tokens = self.model.greedy_chain(state, pending, k)  # type: ignore[attr-defined]
         self._draft = tokens
         return Proposal(tuple(tokens))
+
+    @torch.inference_mode()
+    def propose_device(self, k: int) -> torch.Tensor:
+        """A greedy proposal left on the device (see :meth:`FastSparrowDrafter.propose_device`): ``(k,) int64``.
+
+        Call :meth:`set_draft` with the tokens once they are read, before :meth:`commit`.
+        """
+        if self.temperature > 0 or k <= 0:
+            raise ValueError(f"propose_device drafts greedily k >= 1 tokens (k={k}, temperature={self.temperature})")
+        state = self._state
+        assert state is not None, "begin() first"
+        pending = self._seq[state.length - self._base:]
+        self._draft = []
+        return self.model.greedy_chain_device(state, pending, k)  # type: ignore[attr-defined]
+
+    def set_draft(self, tokens: list[int]) -> None:
+        """The host copy of the tokens :meth:`propose_device` returned (what :meth:`commit` keeps from)."""
+        self._draft = list(tokens)
