@@ -6,7 +6,8 @@ Run on the GPU machine::
 
 For each weight shape of a Qwen2.5-VL-7B layer and head (q/k/v, o, gate/up, down, full and 32k
 heads) and 1 or 9 activation rows: ``F.linear`` (cuBLAS) and a sweep of block sizes of the two
-kernel shapes later kept in ``vidspec.decoding.fast.gemv``. Each call reads one of 6 weight copies
+kernels of ``vidspec.decoding.fast.gemv`` (session 6 ran this sweep with their first drafts, the
+same loops without the bias epilogue and the K-edge masks). Each call reads one of 6 weight copies
 in turn (so the weights come from HBM, not L2); medians of CUDA-event timings around single calls,
 which include a launch each: these are upper bounds, the in-graph figures are engine_gpu.py's.
 Writes ``gemv.json``.
@@ -15,70 +16,32 @@ Writes ``gemv.json``.
 import functools
 import itertools
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 import triton
-import triton.language as tl
 
+sys.path.insert(0, "benchmarks")
+from engine_gpu import time_cuda
 
-@triton.jit
-def gemv1(x_ptr, w_ptr, y_ptr, N, K: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid = tl.program_id(0)
-    rn = pid * BN + tl.arange(0, BN)
-    acc = tl.zeros((BN, BK), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        rk = k0 + tl.arange(0, BK)
-        w = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=rn[:, None] < N, other=0.0)
-        x = tl.load(x_ptr + rk)
-        acc += w.to(tl.float32) * x.to(tl.float32)[None, :]
-    y = tl.sum(acc, 1)
-    tl.store(y_ptr + rn, y.to(y_ptr.dtype.element_ty), mask=rn < N)
-
-
-@triton.jit
-def gemm_small(
-    x_ptr, w_ptr, y_ptr, M, N, K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr
-):
-    pid = tl.program_id(0)
-    rn = pid * BN + tl.arange(0, BN)
-    rm = tl.arange(0, BM)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        rk = k0 + tl.arange(0, BK)
-        x = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=rm[:, None] < M, other=0.0)
-        w = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=rn[None, :] < N, other=0.0)
-        acc += tl.dot(x, w)
-    tl.store(
-        y_ptr + rm[:, None] * N + rn[None, :],
-        acc.to(y_ptr.dtype.element_ty),
-        mask=(rm[:, None] < M) & (rn[None, :] < N),
-    )
+from vidspec.decoding.fast.gemv import _gemv_kernel, _small_mm_kernel
 
 
 def timeit(fn, reps=40):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+    return time_cuda(fn, reps=reps, warmup=3)
 
 
 def launch(w, *, x, y, m, n, k, bn, bk, nw, ns):
     """One product ``y = x @ w.T`` with the candidate kernel for ``m`` rows and the given block sizes."""
     grid = (triton.cdiv(n, bn),)
     if m == 1:
-        return gemv1[grid](x, w, y, n, k, BN=bn, BK=bk, num_warps=nw, num_stages=ns)
-    return gemm_small[grid](x, w, y, m, n, k, BM=16, BN=bn, BK=bk, num_warps=nw, num_stages=ns)
+        return _gemv_kernel[grid](
+            x, w, w, y, n, K=k, HAS_BIAS=False, BN=bn, BK=bk, num_warps=nw, num_stages=ns
+        )
+    return _small_mm_kernel[grid](
+        x, w, w, y, m, n, K=k, HAS_BIAS=False, BM=16, BN=bn, BK=bk, num_warps=nw, num_stages=ns
+    )
 
 
 def main(out):
