@@ -44,6 +44,9 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=10)
     ap.add_argument("--methods", default="ar,sparrow,sd")
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--tree", default=None, metavar="TOTAL-DEPTH-TOPK",
+                    help="tree shape of the tree methods, e.g. 32-6-6 (default: methods.DEFAULT_TREE); a "
+                         "shallower tree captures fewer round graphs before timing")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default="benchmarks/results/round_profile")
     args = ap.parse_args(argv)
@@ -66,7 +69,11 @@ def main(argv=None) -> int:
     res = {}
     for m in [x for x in args.methods.split(",") if x]:
         draft = args.sparrow if "sparrow" in m else args.draft
-        dec = build_decoder(m, target=tgt, draft=draft, engine="fast", device=args.device)
+        tree = None
+        if args.tree and m.startswith("tree"):
+            total, depth, top_k = (int(x) for x in args.tree.split("-"))
+            tree = {"total_tokens": total, "depth": depth, "top_k": top_k}
+        dec = build_decoder(m, target=tgt, draft=draft, engine="fast", device=args.device, tree=tree)
         decode_sample(dec, samples[0], n_new)  # warm-up, then the runner's graph capture
         capture_fast_graphs(dec, n_new)
         decode_sample(dec, samples[0], n_new)
@@ -82,6 +89,9 @@ def main(argv=None) -> int:
                for k in ("tok", "rounds", "decode_ms", "begin_ms", "draft_ms", "verify_ms")}
         agg["ms_per_token"] = sum(r["decode_ms"] for r in rows) / sum(r["tok"] for r in rows)
         agg["drafter"] = type(dec.drafter).__name__
+        # Sparrow chains run device rounds (draft and verify launched back to back): draft_ms is then the
+        # draft's launch only and verify_ms holds the draft's device time (StepRecord).
+        agg["device_rounds"] = bool(getattr(dec, "device_rounds", False))
         res[m] = agg
         print(m, json.dumps(agg), flush=True)
         pr = cProfile.Profile()
