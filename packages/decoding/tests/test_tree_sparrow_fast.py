@@ -28,7 +28,13 @@ from vidspec.decoding.fast import (
     TreeSparrowDrafter,
     TreeSpeculativeDecoder,
 )
-from vidspec.decoding.fast.tree import best_path
+from vidspec.decoding.fast.tree import (
+    best_path,
+    rerank_device,
+    rerank_tree,
+    tree_mask_and_depth,
+    verify_tree_inputs,
+)
 from vidspec.decoding.fast.tree_sparrow_fast import _TreeGraph, node_depths, tree_size
 from vidspec.decoding.testing import aligned_sparrow, begin_drafter, emulated_graph_drafter_class
 from vidspec.decoding.types import Request, VerifyOutput
@@ -186,6 +192,64 @@ def test_tree_decoding_with_the_fast_tree_drafter_equals_ar(tiny, clip, drafts, 
     assert sum(s.accepted for s in res.steps) > 0
 
 
+def test_device_rerank_and_verify_inputs_equal_the_host_ones():
+    """rerank_device keeps the nodes rerank_tree keeps, in its order (ties included), and verify_tree_inputs
+    builds tree_mask_and_depth's verify tree, on random growths of every small shape."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(150):
+        depth, k = rng.randint(1, 5), rng.randint(1, 5)
+        deps = node_depths(depth, k)
+        par = [-1] * k
+        for i in range(k, len(deps)):
+            par.append(rng.choice([j for j in range(i) if deps[j] == deps[i] - 1]))
+        toks = [rng.randrange(50) for _ in deps]
+        sc: list[float] = []
+        for p in par:  # a child never scores above its parent; equal scores happen
+            sc.append((0.0 if p < 0 else sc[p]) - rng.choice([0.0, 0.5, 1.0, rng.random()]))
+        total = rng.randint(1, len(deps))
+        host = rerank_tree(toks, par, sc, deps, total)
+        t, p, s_, d = rerank_device(torch.tensor(toks), torch.tensor(par), torch.tensor(sc, dtype=torch.float64),
+                                    torch.tensor(deps), total)
+        assert (t.tolist(), p.tolist(), s_.tolist()) == (list(host.tokens), list(host.parents), list(host.scores))
+        v_tok, v_par = host.with_root(7)
+        mask, v_dep = tree_mask_and_depth(v_par)
+        tok2, par2, dep2, mask2 = verify_tree_inputs(7, t, p, d, depth)
+        assert (tok2.tolist(), par2.tolist(), dep2.tolist()) == (v_tok, v_par, v_dep)
+        assert torch.equal(mask2, mask)
+
+
+def _tree_runs(make_target, target, req, budget: int):
+    """The same tree-sparrow decode with device rounds on and off: results and verify_tree_device calls."""
+    results, calls = [], []
+    for on in (True, False):
+        fast = make_target()
+        seen: list[int] = []
+        orig = fast.verify_tree_device
+        fast.verify_tree_device = lambda *a, orig=orig, seen=seen, **kw: seen.append(1) or orig(*a, **kw)
+        drafter = FastTreeSparrowDrafter(aligned_sparrow(target), max_len=512)
+        dec = TreeSpeculativeDecoder(fast, drafter, total_tokens=12, depth=4, top_k=4, method="tree-sparrow",
+                                     device_rounds=on)
+        results.append(dec.generate(req, max_new_tokens=budget))
+        calls.append(len(seen))
+    return results, calls
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_device_tree_rounds_equal_host_tree_rounds(tiny, clip, name):
+    """Growth, rerank and the verify tree built on the device, one sync per round: the same rounds and
+    tokens as the host-driven tree rounds, token-identical to AR, and the device path is the one taken."""
+    target = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
+    (on, off), (calls_on, calls_off) = _tree_runs(lambda: FastTarget(target, max_len=512), target, req, 32)
+    assert on.token_ids == off.token_ids == ar.token_ids
+    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert sum(s.accepted for s in on.steps) > 0
+    assert calls_on == sum(1 for s in on.steps if s.drafted > 0) > 0 and calls_off == 0
+
+
 def test_draft_vocabulary_trees_hold_only_its_tokens(tiny, clip, drafts):
     name = "tiny-llava-ov"
     target = tiny(name)
@@ -275,6 +339,20 @@ def test_cuda_compiled_kernel_levels_stay_lossless(cuda_tiny_fp32, clip, name):
     dec = TreeSpeculativeDecoder(fast, drafter, total_tokens=12, depth=4, top_k=4, method="tree-sparrow")
     assert dec.generate(req, max_new_tokens=32).token_ids == ar.token_ids
     assert drafter.kernels and drafter.kernel_levels > 0 and drafter.graph_captures >= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_cuda_device_tree_rounds_equal_host_tree_rounds(cuda_tiny_fp32, clip, name):
+    """On CUDA (round graphs, device rerank, device verify mask): the host-driven tree rounds, losslessly."""
+    target = cuda_tiny_fp32(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(FastTarget(target)).generate(req, max_new_tokens=32)
+    (on, off), (calls_on, _) = _tree_runs(lambda: FastTarget(target), target, req, 32)
+    assert on.token_ids == off.token_ids == ar.token_ids
+    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert calls_on > 0
 
 
 # ---- the kernel path on CPU, through Triton's interpreter (opt-in; CI has no Triton) -------------------------

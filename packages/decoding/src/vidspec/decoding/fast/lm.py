@@ -724,7 +724,7 @@ class FastLM:
         return min(lb, self.max_len)
 
     @torch.inference_mode()
-    def step(self, tokens: list[int], start: int, base: int, offset: int, depth: list[int],
+    def step(self, tokens: list[int], start: int, base: int, offset: int, depth: list[int] | torch.Tensor,
              tree_mask: torch.Tensor, tail_ids: torch.Tensor | None = None) -> StepOutput:
         """Run ``T`` new tokens at cache slots ``[start, start + T)``.
 
@@ -733,8 +733,10 @@ class FastLM:
             start: slot of the first new token (everything before it is kept).
             base: region start; tokens see all slots before it, and region slots per ``tree_mask``.
             offset: RoPE position offset (Qwen2.5-VL's rope delta; 0 for 1-D RoPE).
-            depth: per token, position relative to ``base`` (position = base + offset + depth).
-            tree_mask: ``(T, R) bool`` region visibility (R <= max_tree on the graph path).
+            depth: per token, position relative to ``base`` (position = base + offset + depth); a host
+                list, or a ``(T,) int64`` tensor on the model's device (copied there in stream order).
+            tree_mask: ``(T, R) bool`` region visibility (R <= max_tree on the graph path); on the host,
+                or on the model's device (then copied there in stream order, never read by the host).
             tail_ids: ``(m,) int64`` on the model's device: the last ``m`` input ids come from it
                 (``tokens`` holds placeholders there), copied on the device in stream order, so a
                 draft's output tokens feed this step without a host round trip.
@@ -750,10 +752,15 @@ class FastLM:
         m = 0 if tail_ids is None else int(tail_ids.shape[0])
         if not 0 <= m <= t:
             raise ValueError(f"{m} tail ids for a step of {t} tokens")
+        depth_dev = depth if isinstance(depth, torch.Tensor) else None
+        host_depth = [0] * t if depth_dev is not None else depth
+        mask_on_device = tree_mask.device == self.device and self.device.type != "cpu"
         if not use_graph:
-            arena = torch.tensor([start, base, offset, *depth, *tokens], dtype=torch.long, device=self.device)
+            arena = torch.tensor([start, base, offset, *host_depth, *tokens], dtype=torch.long, device=self.device)
             if m:
                 arena[3 + 2 * t - m:].copy_(tail_ids)
+            if depth_dev is not None:
+                arena[3:3 + t].copy_(depth_dev)
             lb = start + t
             return self._step_body(t, lb, arena, tree_mask.to(self.device), compiled=False)
         arena, mask = self._arena_for(t)
@@ -762,14 +769,20 @@ class FastLM:
         # it before overwriting them (normally long done; this only orders the host writes).
         if t in self._h2d_done:
             self._h2d_done[t].synchronize()
-        host.copy_(torch.tensor([start, base, offset, *depth, *tokens], dtype=torch.long))
+        host.copy_(torch.tensor([start, base, offset, *host_depth, *tokens], dtype=torch.long))
         arena.copy_(host, non_blocking=True)
         if m:  # after the host copy on the same stream: the device ids overwrite the placeholders
             arena[3 + 2 * t - m:].copy_(tail_ids)
+        if depth_dev is not None:
+            arena[3:3 + t].copy_(depth_dev)
         # A chain step passes the same (cached) mask every round: copy it only when it changed.
         src = self._mask_src.get(t)
         version = None if tree_mask.is_inference() else tree_mask._version  # inference tensors have none
-        if src is None or src[0] is not tree_mask or version is None or src[1] != version:
+        if mask_on_device:
+            mask.zero_()
+            mask[:, : tree_mask.shape[1]].copy_(tree_mask)
+            self._mask_src.pop(t, None)
+        elif src is None or src[0] is not tree_mask or version is None or src[1] != version:
             host_mask.zero_()
             host_mask[:, : tree_mask.shape[1]] = tree_mask
             mask.copy_(host_mask, non_blocking=True)

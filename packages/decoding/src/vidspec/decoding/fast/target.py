@@ -376,6 +376,43 @@ class FastTarget:
         return self._output(out, need, chain=False)
 
     @torch.inference_mode()
+    def verify_tree_device(self, state: TargetState, root: int, tree, need: frozenset[str] = frozenset()):
+        """:meth:`verify_tree` of ``[root, *tree]`` for a draft tree still on the device (a ``DeviceTree``).
+
+        The verify tree's tokens, depths and ancestor mask are built on the device
+        (:func:`~vidspec.decoding.fast.tree.verify_tree_inputs`), so the host launches this step right
+        after the drafter's growth without waiting for it; then one synchronisation reads back the
+        tree, its draft scores and the target's greedy token per node. Opens a tree session as
+        :meth:`verify_tree` does (for :meth:`commit_tree`).
+
+        Returns:
+            The verify output (rows in node order) and the host lists ``(tokens, parents, scores,
+            argmax)`` of the verify tree (node 0 = ``root``, score 0).
+        """
+        from vidspec.decoding.fast.tree import verify_tree_inputs
+
+        cache = self._check(state)
+        if cache.tree is not None:
+            raise RuntimeError("verify_tree_device starts a tree session: commit or roll back the open one first")
+        tok, par, dep, mask = verify_tree_inputs(root, tree.tokens, tree.parents, tree.depths, tree.max_depth)
+        t = int(tok.shape[0])
+        start = state.length
+        out = self.lm.step([0] * t, start, start, state.extra["offset"], dep, mask, tail_ids=tok)
+        state.length = cache.length = start + t
+        res = self._output(out, need, chain=False)
+        zero = torch.zeros(1, dtype=torch.float64, device=tok.device)
+        back = torch.cat([tok.double(), par.double(), res.argmax.double(), zero, tree.scores.double()]).cpu()
+        rows = back.view(4, t).tolist()  # the round's one synchronisation
+        tokens, parents, argmax = ([int(x) for x in r] for r in rows[:3])
+        sess = TreeSession(base=start, parents=[], depths=[], ancestors=[])
+        for g, p in enumerate(parents):
+            sess.parents.append(p)
+            sess.depths.append(0 if p < 0 else sess.depths[p] + 1)
+            sess.ancestors.append(([] if p < 0 else sess.ancestors[p]) + [g])
+        cache.tree = sess
+        return res, (tokens, parents, rows[3], argmax)
+
+    @torch.inference_mode()
     def commit_tree(self, state: TargetState, path: list[int]) -> None:
         """Keep the session nodes ``path`` (root to leaf) right after the prefix; drop the rest.
 

@@ -111,6 +111,26 @@ class DraftTree:
         return [root, *self.tokens], [-1, *[p + 1 for p in self.parents]]
 
 
+@dataclass(frozen=True)
+class DeviceTree:
+    """A :class:`DraftTree` left on the device (a drafter's ``propose_tree_device``), parents before children.
+
+    Attributes:
+        tokens, parents, scores, depths: ``(N,)`` tensors (parents -1 for children of the root,
+            depths from 1).
+        max_depth: the tree's depth (bounds the ancestor walk of :func:`verify_tree_inputs`).
+    """
+
+    tokens: torch.Tensor
+    parents: torch.Tensor
+    scores: torch.Tensor
+    depths: torch.Tensor
+    max_depth: int
+
+    def __len__(self) -> int:
+        return int(self.tokens.shape[0])
+
+
 def best_path(tokens: list[int], parents: list[int], scores: list[float], argmax: list[int]) -> tuple[list[int], int]:
     """The path a verifier decides along (see the module docstring).
 
@@ -208,6 +228,63 @@ def rerank_tree(tokens: list[int], parents: list[int], scores: list[float], dept
     )
 
 
+def rerank_device(tokens: torch.Tensor, parents: torch.Tensor, scores: torch.Tensor, depths: torch.Tensor,
+                  total: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`rerank_tree` on device tensors, no host synchronisation: the same nodes in the same order.
+
+    Args:
+        tokens, parents, scores, depths: ``(N,)`` every grown node in growth order (parents -1 at
+            depth 1; tokens/parents/depths integer-valued, scores float).
+        total: nodes kept (at most N).
+
+    Returns:
+        ``(total,)`` tokens and parents (int64, renumbered parents-first), scores, depths.
+    """
+    n = scores.shape[0]
+    total = min(total, n)
+    dp = depths.long()
+    # Stable sorts, least significant key first: by depth, then by score (descending). Ties keep
+    # growth order, so this is np.lexsort((depth, -score)), rerank_tree's order.
+    o1 = torch.argsort(dp, stable=True)
+    order = o1[torch.argsort(-scores[o1], stable=True)]
+    keep = torch.sort(order[:total]).values  # growth order, then stably by depth
+    keep = keep[torch.argsort(dp[keep], stable=True)]
+    pos = torch.full((n,), -1, dtype=torch.long, device=scores.device)
+    pos[keep] = torch.arange(total, device=scores.device)
+    par = parents[keep].long()
+    new_par = torch.where(par >= 0, pos[par.clamp(min=0)], torch.full_like(par, -1))
+    return tokens[keep].long(), new_par, scores[keep], dp[keep]
+
+
+def verify_tree_inputs(root: int, tokens: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor,
+                       max_depth: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The verify tree ``[root, nodes...]`` of a device-side draft tree, on the device.
+
+    Args:
+        root: ``x_last``.
+        tokens, parents, depths: ``(N,)`` draft nodes, parents first (parents -1 = children of the root,
+            depths from 1).
+        max_depth: the deepest node's depth (bounds the ancestor walk).
+
+    Returns:
+        ``(N + 1,)`` tokens, parents (node i + 1's parent index, -1 for the root) and depths, and the
+        ``(N + 1, N + 1) bool`` ancestor mask (row i: the ancestors of i and i itself), as
+        :func:`tree_mask_and_depth` would build them.
+    """
+    dev = tokens.device
+    n = tokens.shape[0] + 1
+    tok = torch.cat([torch.full((1,), root, dtype=torch.long, device=dev), tokens.long()])
+    par = torch.cat([torch.full((1,), -1, dtype=torch.long, device=dev), parents.long() + 1])
+    dep = torch.cat([torch.zeros(1, dtype=torch.long, device=dev), depths.long()])
+    mask = torch.eye(n, dtype=torch.bool, device=dev)
+    cur = par
+    for _ in range(max_depth):  # the walk up: one ancestor level per pass, no host reads
+        valid = cur >= 0
+        mask |= torch.nn.functional.one_hot(cur.clamp(min=0), n).bool() & valid[:, None]
+        cur = torch.where(valid, par[cur.clamp(min=0)], cur)
+    return tok, par, dep, mask
+
+
 class TreeDrafter(Protocol):
     """What :class:`TreeSpeculativeDecoder` needs from a tree drafter."""
 
@@ -303,10 +380,16 @@ class TreeSpeculativeDecoder:
         depth: tree depth (draft passes per round).
         top_k: children per expanded node and frontier width.
         method: label carried into results.
+        device_rounds: when the drafter grows its tree on the device (``propose_tree_device``,
+            :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter`) and the target verifies device trees
+            (``verify_tree_device``, :class:`~vidspec.decoding.fast.FastTarget`), the rerank and the
+            verify tree's mask are built on the device and the verify step is launched right after
+            the growth, with one synchronisation per round (the same trees and decisions; ``draft_s``
+            is then the growth's launch, as in :class:`~vidspec.decoding.engine.SpeculativeDecoder`).
     """
 
     def __init__(self, target, drafter: TreeDrafter, verifier: Verifier | None = None, total_tokens: int = 30,
-                 depth: int = 4, top_k: int = 8, method: str = "tree-sd"):
+                 depth: int = 4, top_k: int = 8, method: str = "tree-sd", device_rounds: bool = True):
         if total_tokens < 1 or depth < 1 or top_k < 1:
             raise ValueError("total_tokens, depth and top_k must be >= 1")
         self.target = target
@@ -316,6 +399,7 @@ class TreeSpeculativeDecoder:
         self.depth = depth
         self.top_k = top_k
         self.method = method
+        self.device_rounds = device_rounds
 
     @property
     def k(self) -> int:
@@ -347,19 +431,29 @@ class TreeSpeculativeDecoder:
         timings["begin_s"] = time.perf_counter() - tb
         ctx = VerifyContext(state=state)
         x_last = first
+        on_device = (self.device_rounds and callable(getattr(drafter, "propose_tree_device", None))
+                     and callable(getattr(target, "verify_tree_device", None)))
         while True:
             ts = time.perf_counter()
             remaining = max_new_tokens - emitted
             depth = max(0, min(self.depth, remaining - 1))
-            tree = drafter.propose_tree(depth, self.top_k, self.total_tokens) if depth > 0 else DraftTree((), (), ())
-            sync()
-            tv = time.perf_counter()
-            tokens, parents = tree.with_root(x_last)
-            out = target.verify_tree(state, tokens, parents, need_verify)
-            # A FastTarget's verify step computes the greedy tokens on the device already.
-            greedy = getattr(out, "argmax", None)
-            argmax = (greedy if greedy is not None else out.logits.argmax(-1)).tolist()
-            path, matched = best_path(tokens, parents, [0.0, *tree.scores], argmax)
+            if on_device and depth > 0:
+                # Growth, rerank and the verify inputs stay on the device; one synchronisation reads it all.
+                dtree = drafter.propose_tree_device(depth, self.top_k, self.total_tokens)  # type: ignore[attr-defined]
+                tv = time.perf_counter()
+                out, (tokens, parents, scores, argmax) = target.verify_tree_device(  # type: ignore[attr-defined]
+                    state, x_last, dtree, need_verify)
+            else:
+                tree = drafter.propose_tree(depth, self.top_k, self.total_tokens) if depth > 0 else DraftTree((), (), ())
+                sync()
+                tv = time.perf_counter()
+                tokens, parents = tree.with_root(x_last)
+                scores = [0.0, *tree.scores]
+                out = target.verify_tree(state, tokens, parents, need_verify)
+                # A FastTarget's verify step computes the greedy tokens on the device already.
+                greedy = getattr(out, "argmax", None)
+                argmax = (greedy if greedy is not None else out.logits.argmax(-1)).tolist()
+            path, matched = best_path(tokens, parents, scores, argmax)
             idx = torch.tensor(path, dtype=torch.long).to(out.logits.device)  # one copy for every gather
             chain = VerifyOutput(
                 logits=_rows(out.logits, idx),
@@ -382,7 +476,7 @@ class TreeSpeculativeDecoder:
             te = time.perf_counter()
             new, stop = clip_at_stop([*accepted, decision.next_token], eos, emitted, max_new_tokens)
             kinds = decision.kinds[: len(new)]
-            step = StepRecord(drafted=len(tree), accepted=n, emitted=len(new),
+            step = StepRecord(drafted=len(tokens) - 1, accepted=n, emitted=len(new),
                               loose_accepted=sum(k == "loose" for k in kinds),
                               shift_accepted=sum(k == "shift" for k in kinds), draft_s=tv - ts, verify_s=te - tv)
             emitted += len(new)

@@ -58,7 +58,7 @@ import torch.nn.functional as F
 
 from vidspec.decoding.fast.lm import _post_fused, gc_paused, rms_norm, step_mask
 from vidspec.decoding.fast.sparrow import FastSparrowDrafter
-from vidspec.decoding.fast.tree import DraftTree, rerank_tree
+from vidspec.decoding.fast.tree import DeviceTree, DraftTree, rerank_device, rerank_tree
 from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
 from vidspec.decoding.sparrow import SparrowDraftModel, _Pending
 from vidspec.decoding.types import TargetModel
@@ -181,6 +181,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         self.model = self.chain.model
         self.name = "tree-" + self.chain.name
         self._eng_seen = None  # the chain engine the graphs and buffers below were made for
+        self._depth_tensors: dict[tuple[int, int], torch.Tensor] = {}  # node_depths on the device
         self._graphs: dict[tuple[int, int, int, int], _TreeGraph] = {}
         self._records: dict[tuple[int, int], torch.Tensor] = {}
         self._level_fn = None  # kernel path: the level's end (see _level_out), compiled on CUDA
@@ -219,6 +220,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             self._eng_seen = e
             self._graphs = {}
             self._records = {}
+            self._depth_tensors = {}
             self._level_fn = None
 
     def _record_buffer(self, depth: int, top_k: int) -> torch.Tensor:
@@ -392,11 +394,22 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
     @torch.inference_mode()
     def propose_tree(self, depth: int, top_k: int, total: int) -> DraftTree:
         """Grow the tree on the device (one graph replay on CUDA), read it once, keep the best ``total``."""
+        if depth < 1:
+            if self.chain.cache is None or self.chain._eng is None:
+                raise RuntimeError("begin() first")
+            return DraftTree((), (), ())
+        rec, committed = self._grow_round(depth, top_k)
+        tokens, parents, scores = rec.cpu().tolist()  # the one host synchronisation of the round
+        # The tree's entries are speculative: the cache keeps the committed prefix (x_last included).
+        self.chain.cache.length = committed
+        return rerank_tree([int(x) for x in tokens], [int(x) for x in parents], scores,
+                           node_depths(depth, top_k), total)
+
+    def _grow_round(self, depth: int, top_k: int) -> tuple[torch.Tensor, int]:
+        """Load the pending tokens and launch the growth (``depth >= 1``): the node records and the committed length."""
         c = self.chain
         if c.cache is None or c._eng is None:
             raise RuntimeError("begin() first")
-        if depth < 1:
-            return DraftTree((), (), ())
         vocab = c.model.config.vocab_size if c.head_ids is None else int(c.head_ids.numel())
         if not 1 <= top_k <= vocab:
             raise ValueError(f"top_k must be in [1, {vocab}] (the draft vocabulary), got {top_k}")
@@ -415,12 +428,23 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
                 [row[0] for row in c._positions([last_index + 1])])
         c._pending = _Pending()
         c._cache_index.extend(p.index)
-        rec = self._run(t, depth, top_k, needed)
-        tokens, parents, scores = rec.cpu().tolist()  # the one host synchronisation of the round
-        # The tree's entries are speculative: the cache keeps the committed prefix (x_last included).
+        return self._run(t, depth, top_k, needed), committed
+
+    @torch.inference_mode()
+    def propose_tree_device(self, depth: int, top_k: int, total: int) -> DeviceTree:
+        """:meth:`propose_tree` without a host synchronisation: the grown tree reranked on the device.
+
+        The same nodes in the same order as :meth:`propose_tree` (:func:`~vidspec.decoding.fast.tree.rerank_device`),
+        as device tensors, so a target's ``verify_tree_device`` can run on them straight away.
+        """
+        rec, committed = self._grow_round(depth, top_k)
+        c = self.chain
         c.cache.length = committed
-        return rerank_tree([int(x) for x in tokens], [int(x) for x in parents], scores,
-                           node_depths(depth, top_k), total)
+        key = (depth, top_k)
+        if key not in self._depth_tensors:
+            self._depth_tensors[key] = torch.tensor(node_depths(depth, top_k), dtype=torch.long, device=rec.device)
+        tokens, parents, scores, depths = rerank_device(rec[0], rec[1], rec[2], self._depth_tensors[key], total)
+        return DeviceTree(tokens, parents, scores, depths, depth)
 
     # ---- warm-up ----------------------------------------------------------------------------------
     @torch.inference_mode()
