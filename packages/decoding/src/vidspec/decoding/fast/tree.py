@@ -40,6 +40,7 @@ ancestors, so keeping them is a cache compaction, never a recomputation.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -276,13 +277,14 @@ def verify_tree_inputs(root: int, tokens: torch.Tensor, parents: torch.Tensor, d
     tok = torch.cat([torch.full((1,), root, dtype=torch.long, device=dev), tokens.long()])
     par = torch.cat([torch.full((1,), -1, dtype=torch.long, device=dev), parents.long() + 1])
     dep = torch.cat([torch.zeros(1, dtype=torch.long, device=dev), depths.long()])
-    mask = torch.eye(n, dtype=torch.bool, device=dev)
-    cur = par
-    for _ in range(max_depth):  # the walk up: one ancestor level per pass, no host reads
-        valid = cur >= 0
-        mask |= torch.nn.functional.one_hot(cur.clamp(min=0), n).bool() & valid[:, None]
-        cur = torch.where(valid, par[cur.clamp(min=0)], cur)
-    return tok, par, dep, mask
+    # Reachability by repeated squaring (a few small kernels, no host reads): R = I | parent, and each
+    # pass doubles the path length it covers, so ceil(log2(max_depth)) passes reach every ancestor.
+    # The float products count paths (at most n), so "> 0" is exact.
+    parent = torch.nn.functional.one_hot(par.clamp(min=0), n).bool() & (par >= 0)[:, None]
+    reach = (torch.eye(n, dtype=torch.bool, device=dev) | parent).float()
+    for _ in range(max(0, math.ceil(math.log2(max(1, max_depth))))):
+        reach = ((reach @ reach) > 0).float()
+    return tok, par, dep, reach > 0
 
 
 class TreeDrafter(Protocol):
