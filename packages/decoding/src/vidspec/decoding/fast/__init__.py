@@ -3,7 +3,8 @@
 - :class:`FastTarget` implements the TargetModel protocol on the HF module's own weights
   (:class:`~vidspec.decoding.fast.lm.FastLM`); the eager adapters stay the reference.
 - :class:`FastModelDrafter` / :class:`FastStrictVerifier`: greedy drafting and strict greedy
-  verification with device-side token chaining and acceptance (one host sync per round).
+  verification with device-side token chaining and acceptance (one host sync per round; with
+  ``SpeculativeDecoder(device_rounds=True)`` the draft tokens reach the verify step on the device).
 - :class:`TreeSpeculativeDecoder` and :class:`TreeModelDrafter`: EAGLE-2-style dynamic trees.
 - :class:`TreeSparrowDrafter`: the same trees grown by a Sparrow draft (eager), for :class:`TreeSpeculativeDecoder`.
 - :class:`FastTreeSparrowDrafter`: those trees grown on the device (static shapes, one CUDA graph per round).
@@ -25,6 +26,7 @@ _LAZY = {
     "FastStrictVerifier": "vidspec.decoding.fast.target",
     "FastVerifyOutput": "vidspec.decoding.fast.target",
     "DraftTree": "vidspec.decoding.fast.tree",
+    "DeviceTree": "vidspec.decoding.fast.tree",
     "TreeModelDrafter": "vidspec.decoding.fast.tree",
     "TreeSpeculativeDecoder": "vidspec.decoding.fast.tree",
     "tree_mask_and_depth": "vidspec.decoding.fast.tree",
@@ -33,6 +35,7 @@ _LAZY = {
     "FastSparrowDrafter": "vidspec.decoding.fast.sparrow",
     "FastTreeSparrowDrafter": "vidspec.decoding.fast.tree_sparrow_fast",
     "rerank_tree": "vidspec.decoding.fast.tree",
+    "rerank_device": "vidspec.decoding.fast.tree",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,9 +48,11 @@ if TYPE_CHECKING:  # pragma: no cover
         FastVerifyOutput,
     )
     from vidspec.decoding.fast.tree import (
+        DeviceTree,
         DraftTree,
         TreeModelDrafter,
         TreeSpeculativeDecoder,
+        rerank_device,
         rerank_tree,
         tree_mask_and_depth,
     )
@@ -65,6 +70,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "DeviceTree",
     "DraftTree",
     "FastLM",
     "FastModelDrafter",
@@ -78,6 +84,7 @@ __all__ = [
     "TreeModelDrafter",
     "TreeSparrowDrafter",
     "TreeSpeculativeDecoder",
+    "rerank_device",
     "rerank_tree",
     "tree_mask_and_depth",
 ]
