@@ -409,6 +409,17 @@ class TreeSession:
     depths: list[int]
     ancestors: list[list[int]]
 
+    def add(self, parent: int) -> tuple[int, int]:
+        """Append a node under ``parent`` (a session index, or -1): its session index and depth."""
+        g = len(self.parents)
+        if not -1 <= parent < g:
+            raise ValueError(f"node {g}: parent {parent} must be -1 or an earlier node")
+        d = 0 if parent < 0 else self.depths[parent] + 1
+        self.parents.append(parent)
+        self.depths.append(d)
+        self.ancestors.append(([] if parent < 0 else self.ancestors[parent]) + [g])
+        return g, d
+
 
 # ---- the model ---------------------------------------------------------------------------------
 @dataclass
@@ -795,7 +806,7 @@ class FastLM:
         """Replay (capturing first if needed) the graph of ``T`` tokens over ``lb`` slots.
 
         The inputs are whatever the T-arena holds now (set by :meth:`step` or by device-side
-        chaining in :meth:`greedy_chain`).
+        chaining in :meth:`FastTarget.greedy_chain_device`).
         """
         key = (t, lb)
         g = self._graphs.get(key)

@@ -356,13 +356,7 @@ class FastTarget:
         # less host time than a small torch index assignment per row).
         rows = np.zeros((len(tokens), r), dtype=bool)
         for i, p in enumerate(parents):
-            g = n0 + i
-            if not -1 <= p < g:
-                raise ValueError(f"node {g}: parent {p} must be -1 or an earlier node")
-            d = 0 if p < 0 else sess.depths[p] + 1
-            sess.parents.append(p)
-            sess.depths.append(d)
-            sess.ancestors.append(([] if p < 0 else sess.ancestors[p]) + [g])
+            g, d = sess.add(p)
             depth.append(d)
             if p >= n0:  # a parent of this call: its row is complete
                 rows[i, :g] = rows[p - n0, :g]
@@ -405,10 +399,8 @@ class FastTarget:
         rows = back.view(4, t).tolist()  # the round's one synchronisation
         tokens, parents, argmax = ([int(x) for x in r] for r in rows[:3])
         sess = TreeSession(base=start, parents=[], depths=[], ancestors=[])
-        for g, p in enumerate(parents):
-            sess.parents.append(p)
-            sess.depths.append(0 if p < 0 else sess.depths[p] + 1)
-            sess.ancestors.append(([] if p < 0 else sess.ancestors[p]) + [g])
+        for p in parents:
+            sess.add(p)
         cache.tree = sess
         return res, (tokens, parents, rows[3], argmax)
 
@@ -439,20 +431,14 @@ class FastTarget:
 
     # ---- drafting helpers -----------------------------------------------------------------------
     @torch.inference_mode()
-    def greedy_chain(self, state: TargetState, pending: list[int], k: int) -> list[int]:
-        """Feed ``pending`` then draft ``k`` greedy tokens, feeding all but the last.
+    def greedy_chain_device(self, state: TargetState, pending: list[int], k: int) -> torch.Tensor:
+        """Feed ``pending`` then draft ``k`` greedy tokens, feeding all but the last: ``(k,) int64`` on the device.
 
         On the graph path the tokens are chained on the device (each step's argmax becomes the next
-        step's input without a host round trip); one synchronisation returns all k tokens.
-        The cache grows by ``len(pending) + k - 1``, as :class:`ModelDrafter` expects.
-        """
-        return self.greedy_chain_device(state, pending, k).tolist()
-
-    @torch.inference_mode()
-    def greedy_chain_device(self, state: TargetState, pending: list[int], k: int) -> torch.Tensor:
-        """:meth:`greedy_chain` without the final synchronisation: ``(k,) int64`` tokens on the device.
-
-        On the graph path nothing waits for the device; off it (CPU, eager) the tokens are already known.
+        step's input without a host round trip) and nothing waits for the device: the caller reads
+        the tokens (one synchronisation) or hands them to :meth:`verify_device`. Off it (CPU,
+        eager) the tokens are already known. The cache grows by ``len(pending) + k - 1``, as
+        :class:`ModelDrafter` expects.
         """
         cache = self._check(state)
         cache.tree = None
@@ -520,8 +506,8 @@ class FastTarget:
 class FastModelDrafter(ModelDrafter):
     """:class:`ModelDrafter` whose greedy drafting runs through a :class:`FastTarget`.
 
-    Greedy chains are drafted with :meth:`FastTarget.greedy_chain` (one host sync per round on
-    CUDA); sampling drafts fall back to :class:`ModelDrafter`'s loop. An eager adapter passed
+    Greedy chains are drafted with :meth:`FastTarget.greedy_chain_device` (one host sync per round
+    on CUDA, none with :meth:`propose_device`); sampling drafts fall back to :class:`ModelDrafter`'s loop. An eager adapter passed
     here is wrapped in a FastTarget with default options.
     """
 
@@ -534,10 +520,7 @@ class FastModelDrafter(ModelDrafter):
     def propose(self, k: int) -> Proposal:
         if self.temperature > 0 or k <= 0:
             return super().propose(k)
-        state = self._state
-        assert state is not None, "begin() first"
-        pending = self._seq[state.length - self._base:]
-        tokens = self.model.greedy_chain(state, pending, k)  # type: ignore[attr-defined]
+        tokens = self.propose_device(k).tolist()  # the one host synchronisation of the round
         self._draft = tokens
         return Proposal(tuple(tokens))
 

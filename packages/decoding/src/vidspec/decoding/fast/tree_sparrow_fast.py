@@ -398,15 +398,17 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             if self.chain.cache is None or self.chain._eng is None:
                 raise RuntimeError("begin() first")
             return DraftTree((), (), ())
-        rec, committed = self._grow_round(depth, top_k)
+        rec = self._grow_round(depth, top_k)
         tokens, parents, scores = rec.cpu().tolist()  # the one host synchronisation of the round
-        # The tree's entries are speculative: the cache keeps the committed prefix (x_last included).
-        self.chain.cache.length = committed
         return rerank_tree([int(x) for x in tokens], [int(x) for x in parents], scores,
                            node_depths(depth, top_k), total)
 
-    def _grow_round(self, depth: int, top_k: int) -> tuple[torch.Tensor, int]:
-        """Load the pending tokens and launch the growth (``depth >= 1``): the node records and the committed length."""
+    def _grow_round(self, depth: int, top_k: int) -> torch.Tensor:
+        """Load the pending tokens and launch the growth (``depth >= 1``): the node records (on the device).
+
+        The tree's cache entries are speculative: afterwards the cache keeps the committed prefix
+        (``x_last`` included).
+        """
         c = self.chain
         if c.cache is None or c._eng is None:
             raise RuntimeError("begin() first")
@@ -428,7 +430,9 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
                 [row[0] for row in c._positions([last_index + 1])])
         c._pending = _Pending()
         c._cache_index.extend(p.index)
-        return self._run(t, depth, top_k, needed), committed
+        rec = self._run(t, depth, top_k, needed)
+        c.cache.length = committed
+        return rec
 
     @torch.inference_mode()
     def propose_tree_device(self, depth: int, top_k: int, total: int) -> DeviceTree:
@@ -437,9 +441,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         The same nodes in the same order as :meth:`propose_tree` (:func:`~vidspec.decoding.fast.tree.rerank_device`),
         as device tensors, so a target's ``verify_tree_device`` can run on them straight away.
         """
-        rec, committed = self._grow_round(depth, top_k)
-        c = self.chain
-        c.cache.length = committed
+        rec = self._grow_round(depth, top_k)
         key = (depth, top_k)
         if key not in self._depth_tensors:
             self._depth_tensors[key] = torch.tensor(node_depths(depth, top_k), dtype=torch.long, device=rec.device)
