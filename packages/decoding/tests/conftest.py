@@ -76,16 +76,27 @@ def perturbed():
     return get
 
 
-@pytest.fixture(scope="module")
-def cuda_tiny_fp32():
-    """Tiny targets by name on CUDA in fp32 (the GPU tests compare graph paths with eager ones exactly)."""
+def _cuda_loader(dtype: str):
+    """A getter of tiny targets by name on CUDA in ``dtype``, each loaded once."""
     from vidspec.decoding.models import load_target
 
     cache: dict = {}
 
     def get(name: str):
         if name not in cache:
-            cache[name] = load_target(name, device="cuda", dtype="float32")
+            cache[name] = load_target(name, device="cuda", dtype=dtype)
         return cache[name]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def cuda_tiny_fp32():
+    """Tiny targets by name on CUDA in fp32 (the GPU tests compare graph paths with eager ones exactly)."""
+    return _cuda_loader("float32")
+
+
+@pytest.fixture(scope="module")
+def cuda_tiny():
+    """Tiny targets by name on CUDA in bf16 (the GPU tests of bf16 numerics against HF)."""
+    return _cuda_loader("bfloat16")

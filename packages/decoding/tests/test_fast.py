@@ -12,6 +12,7 @@ import torch
 from vidspec.decoding.drafters import ModelDrafter
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
+from vidspec.decoding.testing import device_round_runs
 from vidspec.decoding.types import Request
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
@@ -103,16 +104,9 @@ def test_fast_sd_device_rounds_equal_host_rounds(tiny, clip, perturbed, name):
     target = tiny(name)
     req = Request("What happens in this video?", clip)
     ar = SpeculativeDecoder(target).generate(req, max_new_tokens=N)
-    runs, used = [], []
-    for on in (True, False):
-        fast = FastTarget(target, max_len=512)
-        calls = []
-        orig = fast.verify_device
-        fast.verify_device = lambda *a, orig=orig, calls=calls, **kw: calls.append(1) or orig(*a, **kw)
-        dec = SpeculativeDecoder(fast, FastModelDrafter(perturbed(name)), FastStrictVerifier(), k=3,
-                                 device_rounds=on)
-        runs.append(dec.generate(req, max_new_tokens=N))
-        used.append(len(calls))
+    runs, used = device_round_runs(
+        lambda on: SpeculativeDecoder(FastTarget(target, max_len=512), FastModelDrafter(perturbed(name)),
+                                      FastStrictVerifier(), k=3, device_rounds=on), req, N, "verify_device")
     on, off = runs
     assert on.token_ids == off.token_ids == ar.token_ids
     assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]

@@ -21,20 +21,6 @@ FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
 REL = 5e-2
 
 
-@pytest.fixture(scope="module")
-def cuda_tiny():
-    from vidspec.decoding.models import load_target
-
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = load_target(name, device="cuda", dtype="bfloat16")
-        return cache[name]
-
-    return get
-
-
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-6))
 

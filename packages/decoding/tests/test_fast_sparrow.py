@@ -131,27 +131,14 @@ def test_fast_target_and_fast_sparrow_equal_ar(tiny, clip, name):
 
 
 def _device_round_runs(target_factory, target, req, k: int, budget: int):
-    """The same Sparrow decode with device rounds on and off: (results, verify_device calls of the 'on' run)."""
+    """The same Sparrow decode with device rounds on and off: (results, verify_device calls)."""
     from vidspec.decoding.fast import FastStrictVerifier
-    from vidspec.decoding.testing import aligned_sparrow
+    from vidspec.decoding.testing import aligned_sparrow, device_round_runs
 
     model = aligned_sparrow(target)
-    results, calls = [], []
-    for on in (True, False):
-        fast = target_factory()
-        orig = fast.verify_device
-        seen: list[int] = []
-
-        def spy(*a, orig=orig, seen=seen, **kw):
-            seen.append(1)
-            return orig(*a, **kw)
-
-        fast.verify_device = spy
-        dec = SpeculativeDecoder(fast, FastSparrowDrafter(model), FastStrictVerifier(), k=k, method="sparrow",
-                                 device_rounds=on)
-        results.append(dec.generate(req, max_new_tokens=budget))
-        calls.append(len(seen))
-    return results, calls
+    return device_round_runs(
+        lambda on: SpeculativeDecoder(target_factory(), FastSparrowDrafter(model), FastStrictVerifier(), k=k,
+                                      method="sparrow", device_rounds=on), req, budget, "verify_device")
 
 
 @pytest.mark.parametrize("name", FAMILIES)

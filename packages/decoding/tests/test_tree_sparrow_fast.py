@@ -36,7 +36,12 @@ from vidspec.decoding.fast.tree import (
     verify_tree_inputs,
 )
 from vidspec.decoding.fast.tree_sparrow_fast import _TreeGraph, node_depths, tree_size
-from vidspec.decoding.testing import aligned_sparrow, begin_drafter, emulated_graph_drafter_class
+from vidspec.decoding.testing import (
+    aligned_sparrow,
+    begin_drafter,
+    device_round_runs,
+    emulated_graph_drafter_class,
+)
 from vidspec.decoding.types import Request, VerifyOutput
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
@@ -222,18 +227,10 @@ def test_device_rerank_and_verify_inputs_equal_the_host_ones():
 
 def _tree_runs(make_target, target, req, budget: int):
     """The same tree-sparrow decode with device rounds on and off: results and verify_tree_device calls."""
-    results, calls = [], []
-    for on in (True, False):
-        fast = make_target()
-        seen: list[int] = []
-        orig = fast.verify_tree_device
-        fast.verify_tree_device = lambda *a, orig=orig, seen=seen, **kw: seen.append(1) or orig(*a, **kw)
-        drafter = FastTreeSparrowDrafter(aligned_sparrow(target), max_len=512)
-        dec = TreeSpeculativeDecoder(fast, drafter, total_tokens=12, depth=4, top_k=4, method="tree-sparrow",
-                                     device_rounds=on)
-        results.append(dec.generate(req, max_new_tokens=budget))
-        calls.append(len(seen))
-    return results, calls
+    return device_round_runs(
+        lambda on: TreeSpeculativeDecoder(make_target(), FastTreeSparrowDrafter(aligned_sparrow(target), max_len=512),
+                                          total_tokens=12, depth=4, top_k=4, method="tree-sparrow",
+                                          device_rounds=on), req, budget, "verify_tree_device")
 
 
 @pytest.mark.parametrize("name", FAMILIES)

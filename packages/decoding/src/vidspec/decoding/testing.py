@@ -248,3 +248,24 @@ def begin_drafter(target, drafter, request: Request, need: frozenset[str] = froz
     first = int(state.first_logits.argmax())
     drafter.begin(target, state, first)
     return state, first
+
+
+def device_round_runs(build: Callable[[bool], object], request: Request, max_new_tokens: int, spy: str):
+    """Decode ``request`` with device rounds on, then off, counting calls of the target's ``spy`` method.
+
+    Args:
+        build: ``device_rounds -> decoder`` (a fresh decoder, with a fresh target, per call).
+        spy: the target method a device round calls (``verify_device`` or ``verify_tree_device``).
+
+    Returns:
+        ``([result_on, result_off], [calls_on, calls_off])``.
+    """
+    results, calls = [], []
+    for on in (True, False):
+        dec = build(on)
+        seen: list[int] = []
+        orig = getattr(dec.target, spy)
+        setattr(dec.target, spy, lambda *a, orig=orig, seen=seen, **kw: seen.append(1) or orig(*a, **kw))
+        results.append(dec.generate(request, max_new_tokens=max_new_tokens))
+        calls.append(len(seen))
+    return results, calls
