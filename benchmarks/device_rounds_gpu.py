@@ -5,7 +5,9 @@ the FastTarget's verify step back to back, the draft tokens passing on the devic
 the host reads the draft tokens first and only then prepares and launches the verify step (what
 every round did before session 6). This script decodes the same samples with AR and with Sparrow
 both ways, alternating per sample, after one warm-up decode and the eval runner's graph capture,
-and reports decode ms per token, DSR over AR, τ, and whether all three give the same tokens.
+and reports decode ms per token, DSR over AR, τ, and whether all give the same tokens. ``--k 4,6``
+sweeps chain lengths and ``--trees 32-6-6,48-8-8`` adds tree-sparrow shapes (their device rounds
+grow, rerank and build the verify tree on the device), each both ways.
 
 Run on the GPU machine from the repository root (vidspec importable)::
 
@@ -26,6 +28,11 @@ from pathlib import Path
 import torch
 
 
+def _shape(text: str) -> dict[str, int]:
+    total, depth, top_k = (int(x) for x in text.split("-"))
+    return {"total_tokens": total, "depth": depth, "top_k": top_k}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True)
@@ -33,13 +40,14 @@ def main(argv=None) -> int:
     ap.add_argument("--data", required=True, help="a SynthVid-format dataset folder")
     ap.add_argument("--split", default="validation")
     ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--k", default="4", help="chain K values, comma-separated (one Sparrow decoder each)")
+    ap.add_argument("--trees", default="", help="tree-sparrow shapes total-depth-top_k, comma-separated (e.g. 32-6-6)")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", default="benchmarks/results/device_rounds")
     args = ap.parse_args(argv)
 
-    from vidspec.decoding.methods import as_fast, build_decoder
+    from vidspec.decoding.methods import as_fast, build_decoder, tree_fast_options
     from vidspec.decoding.models import load_target
     from vidspec.evaluation.benchmarks.registry import load_benchmark
     from vidspec.evaluation.runner import capture_fast_graphs, decode_sample, machine_info
@@ -48,23 +56,34 @@ def main(argv=None) -> int:
     if len(samples) < 2:
         print(f"need at least 2 samples in {args.data} ({args.split}), got {len(samples)}", file=sys.stderr)
         return 2
-    tgt = as_fast(load_target(args.target, device=args.device))
+    ks = [int(k) for k in args.k.split(",") if k.strip()]
+    trees = [t.strip() for t in args.trees.split(",") if t.strip()]
+    opts = tree_fast_options({}, max(_shape(t)["total_tokens"] for t in trees)) if trees else None
+    tgt = as_fast(load_target(args.target, device=args.device), opts)
     n_new = args.max_new_tokens
-    ar = build_decoder("ar", target=tgt, engine="fast", device=args.device)
-    sp = build_decoder("sparrow", target=tgt, draft=args.sparrow, engine="fast", device=args.device, k=args.k)
-    for dec in (ar, sp):  # warm-up decode, then every graph the timed decodes can meet
+    decs = {"ar": build_decoder("ar", target=tgt, engine="fast", device=args.device)}
+    for k in ks:
+        decs[f"sparrow_k{k}"] = build_decoder("sparrow", target=tgt, draft=args.sparrow, engine="fast",
+                                              device=args.device, k=k)
+    for t in trees:
+        decs[f"tree_{t}"] = build_decoder("tree-sparrow", target=tgt, draft=args.sparrow, engine="fast",
+                                          device=args.device, tree=_shape(t))
+    for dec in decs.values():  # warm-up decode, then every graph the timed decodes can meet
         decode_sample(dec, samples[0], n_new)
         capture_fast_graphs(dec, n_new)
         decode_sample(dec, samples[0], n_new)
-    runs = {"ar": [], "sparrow_host_rounds": [], "sparrow_device_rounds": []}
+    runs: dict[str, list] = {"ar": []}
     for s in samples[1:]:
-        r_ar, _, _ = decode_sample(ar, s, n_new)
+        r_ar, _, _ = decode_sample(decs["ar"], s, n_new)
         runs["ar"].append(r_ar)
-        for name, on in (("sparrow_device_rounds", True), ("sparrow_host_rounds", False)):
-            sp.device_rounds = on
-            r, _, _ = decode_sample(sp, s, n_new)
-            runs[name].append(r)
-    sp.device_rounds = True
+        for name, dec in decs.items():
+            if name == "ar":
+                continue
+            for way, on in (("device_rounds", True), ("host_rounds", False)):
+                dec.device_rounds = on
+                r, _, _ = decode_sample(dec, s, n_new)
+                runs.setdefault(f"{name}_{way}", []).append(r)
+            dec.device_rounds = True
 
     def per_token_ms(rs) -> float:  # decode time per token after the first (which comes from prefill)
         return 1e3 * sum(r.timings.decode_s for r in rs) / sum(len(r.token_ids) - 1 for r in rs)
@@ -81,7 +100,7 @@ def main(argv=None) -> int:
                      "rounds_ms": 1e3 * sum(st.draft_s + st.verify_s for r in rs for st in r.steps)
                      / max(1, sum(len(r.steps) for r in rs)),
                      "identical_to_ar": all(a.token_ids == b.token_ids for a, b in zip(runs["ar"], rs))}
-        print(f"{name:24s} {ms:7.3f} ms/token  DSR {ar_ms / ms:5.2f}x  tau {res[name]['tau']:.2f}  "
+        print(f"{name:32s} {ms:7.3f} ms/token  DSR {ar_ms / ms:5.2f}x  tau {res[name]['tau']:.2f}  "
               f"round {res[name]['rounds_ms']:.3f} ms  identical to AR: {res[name]['identical_to_ar']}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

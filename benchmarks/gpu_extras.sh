@@ -15,8 +15,9 @@
 #   replay  replay_7b.py --draft-vocab 32768 on the session-4 H200 records, Qwen shape    limit 240 s
 #   treeeval  vidspec eval --engine fast: ar, sparrow, tree-sparrow (48-8-8, FastTreeSparrowDrafter)
 #           on the committed release and 40 held-out captions (seed 1, generated here)     limit 240 s
-#   rounds  device_rounds_gpu.py: Sparrow with device rounds vs host-driven rounds vs AR, side by
-#           side, on the committed release and 12 held-out captions                   limit 150 s
+#   rounds  device_rounds_gpu.py: Sparrow chains (K = 4, 6, 8) and trees (32-6-6, 48-8-8) with device
+#           rounds vs host-driven rounds vs AR, side by side, on the committed release and 12
+#           held-out captions                                                           limit 240 s
 #   rprof   round_profile_gpu.py --tree 32-6-6: per-round split, cProfile and torch.profiler
 #           traces of ar, sparrow, tree-sparrow on the committed release             limit 240 s
 # The 7B-shaped random models take about a minute to build on the H200: the limits allow for it.
@@ -70,9 +71,9 @@ if want treeeval; then
 fi
 if want rounds; then
   held
-  step rounds 150 "$OUT/rounds/device_rounds.json" "$PY" benchmarks/device_rounds_gpu.py \
+  step rounds 240 "$OUT/rounds/device_rounds.json" "$PY" benchmarks/device_rounds_gpu.py \
     --target data/releases/synthvid-target --sparrow data/releases/sparrow-synthvid --data "$HELD" --limit 12 \
-    --out "$OUT/rounds"
+    --k 4,6,8 --trees 32-6-6,48-8-8 --out "$OUT/rounds"
 fi
 if want rprof; then
   held

@@ -95,6 +95,20 @@ def test_one_fast_target_per_loaded_model(tmp_path):
     assert all(d.target is target for d in eager.values())
 
 
+def test_device_rounds_option_reaches_every_drafting_decoder(tmp_path):
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.sparrow import new_sparrow_for
+
+    target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
+    models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
+    for on in (True, False):
+        cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512,
+                         device_rounds=on, tree_total=8, tree_depth=2, tree_top_k=2)
+        decs = build_decoders(cfg, models)
+        assert {m: getattr(d, "device_rounds", None) for m, d in decs.items() if m != "ar"} == {
+            m: on for m in METHODS if m != "ar"}
+
+
 def test_runs_recorded_before_the_engine_option_resume_as_eager(tmp_path):
     cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
     old = cfg.to_dict()

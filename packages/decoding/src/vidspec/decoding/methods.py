@@ -219,6 +219,7 @@ def build_decoder(
     fast_options: dict[str, Any] | None = None,
     draft_vocab: int | None = None,
     tree: dict[str, Any] | None = None,
+    device_rounds: bool = True,
 ) -> SpeculativeDecoder | TreeSpeculativeDecoder:
     """Load models (or take loaded adapters) and assemble the decoder for ``method``.
 
@@ -234,6 +235,9 @@ def build_decoder(
             (its ``draft_vocab.json``; a reduced head, see ``SparrowDrafter(head_ids=...)``).
         tree: tree methods: ``{"total_tokens", "depth", "top_k"}`` (missing keys from
             :data:`DEFAULT_TREE`); ignored by chain methods, as ``k`` is by tree methods.
+        device_rounds: greedy rounds whose drafter and target can keep the draft on the device
+            (fast engine on CUDA) launch draft and verify back to back with one host synchronisation
+            (``SpeculativeDecoder(device_rounds=...)``); False keeps the host-driven rounds (A/B runs).
 
     Returns:
         A :class:`SpeculativeDecoder`, or for the tree methods a
@@ -266,16 +270,20 @@ def build_decoder(
     if method == "ar":
         return SpeculativeDecoder(tgt, NoDrafter(), _strict_verifier(engine), k=0, method="ar")
     if shape is not None:
-        return _tree_decoder(method, tgt, draft, shape, device, dtype, max_frames, allow_target_mismatch, engine,
-                             fast_options, draft_vocab)
+        dec = _tree_decoder(method, tgt, draft, shape, device, dtype, max_frames, allow_target_mismatch, engine,
+                            fast_options, draft_vocab)
+        dec.device_rounds = device_rounds
+        return dec
     verifier = build_verifier_for(method, tgt, loose, engine)
     if k is None:
         k = getattr(verifier, "default_k", DEFAULT_K)
     if k < 1:
         raise ConfigError(f"--k must be >= 1 for method {method}, got {k}")
     if method in SPARROW_METHODS:
-        return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine,
-                                draft_vocab)
+        dec = _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine,
+                               draft_vocab)
+        dec.device_rounds = device_rounds
+        return dec
     dm = _draft_vlm(method, tgt, draft, device, dtype, max_frames, draft_vocab)
     if engine == "fast":
         from vidspec.decoding.fast import FastModelDrafter
@@ -284,7 +292,7 @@ def build_decoder(
         drafter: ModelDrafter = FastModelDrafter(as_fast(dm, fast_options), temperature=temperature)
     else:
         drafter = ModelDrafter(dm, temperature=temperature)
-    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)
+    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method, device_rounds=device_rounds)
 
 
 def _draft_vlm(method: str, tgt, draft, device: str, dtype: str | None, max_frames: int | None,

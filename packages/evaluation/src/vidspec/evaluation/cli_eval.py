@@ -59,6 +59,7 @@ def evaluate(
     tree_total: int = DEFAULT_TREE["total_tokens"],
     tree_depth: int = DEFAULT_TREE["depth"],
     tree_top_k: int = DEFAULT_TREE["top_k"],
+    device_rounds: bool = True,
     warmup: bool = True,
     judge: bool = False,
     judge_base_url: str | None = None,
@@ -108,6 +109,8 @@ def evaluate(
         tree_depth: tree methods: tree depth (draft passes per round; the most tokens a round accepts).
         tree_top_k: tree methods: children per expanded node and frontier width. The tree options are
             recorded; resuming refuses others.
+        device_rounds: fast engine on CUDA, greedy: launch draft and verify back to back with one host
+            synchronisation per round (false: host-driven rounds, for A/B runs; the tokens are the same).
         warmup: one untimed decode per method before measuring.
         judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
             OPENAI_API_KEY or the two flags below; the key is read from the environment only).
@@ -130,7 +133,7 @@ def evaluate(
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
         relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
         scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, draft_vocab=draft_vocab,
-        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, device_rounds=device_rounds, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )
     summary = run_eval(cfg)

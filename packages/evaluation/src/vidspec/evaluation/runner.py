@@ -83,7 +83,7 @@ RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", 
 ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None,
                                   "draft_vocab": None, "eps": 0.01, "top_k": 5,
                                   "tree_total": DEFAULT_TREE["total_tokens"], "tree_depth": DEFAULT_TREE["depth"],
-                                  "tree_top_k": DEFAULT_TREE["top_k"]}
+                                  "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True}
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,8 @@ class EvalConfig:
         tree_total: tree methods (tree-sd, tree-sparrow): draft nodes kept per tree.
         tree_depth: tree methods: tree depth (draft passes per round).
         tree_top_k: tree methods: children per expanded node and frontier width.
+        device_rounds: fast engine, greedy: draft and verify launched back to back with one host
+            synchronisation per round (False: the host-driven rounds, for A/B runs; same tokens).
         warmup: decode once per method, untimed, before measuring.
         judge: score open-ended outputs with the GPT judge (base URL, model and key from the
             judge flags or VIDSPEC_JUDGE_BASE_URL / VIDSPEC_JUDGE_MODEL / OPENAI_API_KEY).
@@ -168,6 +170,7 @@ class EvalConfig:
     tree_total: int = DEFAULT_TREE["total_tokens"]
     tree_depth: int = DEFAULT_TREE["depth"]
     tree_top_k: int = DEFAULT_TREE["top_k"]
+    device_rounds: bool = True
     warmup: bool = True
     judge: bool = False
     judge_base_url: str | None = None
@@ -292,7 +295,8 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
         out[m] = build_decoder(m, target=target, draft=models.sparrow if sparrow else draft_vlm,
                                k=None if m == "ar" or m in TREE_METHODS else config.k, device=config.device,
                                loose=loose, allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
-                               draft_vocab=config.draft_vocab if sparrow else None, tree=config.tree)
+                               draft_vocab=config.draft_vocab if sparrow else None, tree=config.tree,
+                               device_rounds=config.device_rounds)
     return out
 
 
