@@ -64,8 +64,27 @@ class _RerunGraph:
         self.replays += 1
 
 
+class _RerunPost:
+    """A stand-in CUDA graph of the post-processing: replay reruns it into the "captured" static outputs."""
+
+    def __init__(self, drafter, key, out):
+        self.drafter, self.key, self.out = drafter, key, out
+        self.replays = 0
+
+    def replay(self) -> None:
+        new = self.drafter._post(*self.key)
+        for a, b in zip((*_fields(self.out), *self.out.verify), (*_fields(new), *new.verify)):
+            a.copy_(b)
+        self.replays += 1
+
+
+def _fields(tree):
+    return tree.tokens, tree.parents, tree.scores, tree.depths
+
+
 class EmulatedGraphTree(FastTreeSparrowDrafter):
-    """The graph path on CPU: rounds keyed by (T, depth, top_k, bucket), captured once and replayed."""
+    """The graph path on CPU: rounds keyed by (T, depth, top_k, bucket), captured once and replayed;
+    the device rounds' post-processing keyed by (depth, top_k, total), the same way."""
 
     chain_class = emulated_graph_drafter_class()
 
@@ -75,6 +94,12 @@ class EmulatedGraphTree(FastTreeSparrowDrafter):
         out = self._grow(*key)  # a real capture does not execute: undo the chaining writes
         c._restore(snap)
         return _TreeGraph(_RerunGraph(self, key), out)
+
+    def _record_post(self, key):
+        out = self._post(*key)
+        for x in (*_fields(out), *out.verify):  # a real capture leaves its outputs unwritten
+            x.zero_()
+        return _RerunPost(self, key, out), out
 
 
 def same_tree(a, b) -> None:
@@ -245,6 +270,34 @@ def test_device_tree_rounds_equal_host_tree_rounds(tiny, clip, name):
     assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
     assert sum(s.accepted for s in on.steps) > 0
     assert calls_on == sum(1 for s in on.steps if s.drafted > 0) > 0 and calls_off == 0
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_emulated_graph_device_tree_rounds_replay_the_post_graphs(tiny, clip, name):
+    """On the (emulated) graph path a device round reranks and builds the verify tree, root included, in
+    a post graph per (depth, top_k, total), captured once (at warm-up) and replayed every round: the
+    same rounds and tokens as the host-driven rounds and AR."""
+    target = tiny(name)
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
+    drafters = []
+
+    def make(on):
+        drafters.append(EmulatedGraphTree(aligned_sparrow(target), max_len=512, bucket=64))
+        return TreeSpeculativeDecoder(FastTarget(target, max_len=512), drafters[-1], total_tokens=12, depth=4,
+                                      top_k=4, method="tree-sparrow", device_rounds=on)
+
+    (on, off), (calls_on, calls_off) = device_round_runs(make, req, 32, "verify_tree_device")
+    assert on.token_ids == off.token_ids == ar.token_ids
+    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert calls_on == sum(1 for s in on.steps if s.drafted > 0) > 0 and calls_off == 0
+    dev, host = drafters[0], drafters[1]
+    assert dev.graphs and not host._post_graphs
+    replays = sum(g[0].replays for g in dev._post_graphs.values())
+    assert replays == calls_on and all(k[1:] == (4, 12) for k in dev._post_graphs)
+    # Warm-up captures the post graph of every depth up to the tree's (shallower trees near the budget).
+    assert dev.warmup(FastTarget(target, max_len=512), depth=4, top_k=4, total=12) > 0
+    assert {k for k in dev._post_graphs} == {(d, 4, 12) for d in range(1, 5)}
 
 
 def test_draft_vocabulary_trees_hold_only_its_tokens(tiny, clip, drafts):

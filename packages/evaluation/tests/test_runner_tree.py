@@ -124,10 +124,14 @@ def test_fast_tree_draft_graphs_are_captured_before_timing(models, tmp_path, mon
     dec = build_decoders(cfg, models)["tree-sparrow"]
     assert isinstance(dec.drafter, FastTreeSparrowDrafter)
     calls = []
-    monkeypatch.setattr(dec.drafter, "warmup", lambda target, depth, top_k, max_text=None: calls.append(
-        (target, depth, top_k, max_text)) or 7)
+    monkeypatch.setattr(dec.drafter, "warmup", lambda target, depth, top_k, max_text=None, total=None: calls.append(
+        (target, depth, top_k, max_text, total)) or 7)
     assert runner_mod.capture_fast_graphs(dec, 8) == 7
-    assert calls == [(dec.target, 3, 4, dec.drafter.cache_length + 8 + 3 + 1)]
+    # Device rounds (the default) also need the post-processing graphs of a 10-node tree.
+    assert calls == [(dec.target, 3, 4, dec.drafter.cache_length + 8 + 3 + 1, 10)]
+    dec.device_rounds = False
+    runner_mod.capture_fast_graphs(dec, 8)
+    assert calls[-1][-1] is None
 
 
 def test_tree_verify_sizes():

@@ -532,7 +532,8 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
             captured += drafter.warmup(decoder.target, k, max_text=drafter.cache_length + max_new_tokens + k + 1)
         elif isinstance(drafter, FastTreeSparrowDrafter):  # its round graphs per (pending T, depth, bucket)
             captured += drafter.warmup(decoder.target, decoder.depth, decoder.top_k,
-                                       max_text=drafter.cache_length + max_new_tokens + decoder.depth + 1)
+                                       max_text=drafter.cache_length + max_new_tokens + decoder.depth + 1,
+                                       total=decoder.total_tokens if decoder.device_rounds else None)
     if captured:
         log.info("captured %d CUDA graphs for %s before timing", captured, decoder.method)
     return captured

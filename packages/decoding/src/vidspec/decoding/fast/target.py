@@ -388,7 +388,10 @@ class FastTarget:
         cache = self._check(state)
         if cache.tree is not None:
             raise RuntimeError("verify_tree_device starts a tree session: commit or roll back the open one first")
-        tok, par, dep, mask = verify_tree_inputs(root, tree.tokens, tree.parents, tree.depths, tree.max_depth)
+        if tree.verify is not None:  # built by the drafter (its round graph), root included
+            tok, par, dep, mask = tree.verify
+        else:
+            tok, par, dep, mask = verify_tree_inputs(root, tree.tokens, tree.parents, tree.depths, tree.max_depth)
         t = int(tok.shape[0])
         start = state.length
         out = self.lm.step([0] * t, start, start, state.extra["offset"], dep, mask, tail_ids=tok)
@@ -398,6 +401,8 @@ class FastTarget:
         back = torch.cat([tok.double(), par.double(), res.argmax.double(), zero, tree.scores.double()]).cpu()
         rows = back.view(4, t).tolist()  # the round's one synchronisation
         tokens, parents, argmax = ([int(x) for x in r] for r in rows[:3])
+        if tokens[0] != root:
+            raise RuntimeError(f"the device tree's root is token {tokens[0]}, the round's x_last is {root}")
         sess = TreeSession(base=start, parents=[], depths=[], ancestors=[])
         for p in parents:
             sess.add(p)

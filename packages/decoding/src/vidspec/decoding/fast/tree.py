@@ -120,6 +120,9 @@ class DeviceTree:
         tokens, parents, scores, depths: ``(N,)`` tensors (parents -1 for children of the root,
             depths from 1).
         max_depth: the tree's depth (bounds the ancestor walk of :func:`verify_tree_inputs`).
+        verify: the verify tree ``[x_last, nodes...]`` already built on the device by the drafter
+            (:func:`verify_tree_inputs`' four tensors, e.g. inside its round graph), or None for the
+            target to build it.
     """
 
     tokens: torch.Tensor
@@ -127,6 +130,7 @@ class DeviceTree:
     scores: torch.Tensor
     depths: torch.Tensor
     max_depth: int
+    verify: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
     def __len__(self) -> int:
         return int(self.tokens.shape[0])
@@ -257,12 +261,14 @@ def rerank_device(tokens: torch.Tensor, parents: torch.Tensor, scores: torch.Ten
     return tokens[keep].long(), new_par, scores[keep], dp[keep]
 
 
-def verify_tree_inputs(root: int, tokens: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor,
+def verify_tree_inputs(root: int | torch.Tensor, tokens: torch.Tensor, parents: torch.Tensor, depths: torch.Tensor,
                        max_depth: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The verify tree ``[root, nodes...]`` of a device-side draft tree, on the device.
 
+    Static shapes and no host reads, so it can be captured in a CUDA graph (with ``root`` a device tensor).
+
     Args:
-        root: ``x_last``.
+        root: ``x_last``: an int, or a one-element device tensor (read on the device).
         tokens, parents, depths: ``(N,)`` draft nodes, parents first (parents -1 = children of the root,
             depths from 1).
         max_depth: the deepest node's depth (bounds the ancestor walk).
@@ -274,7 +280,8 @@ def verify_tree_inputs(root: int, tokens: torch.Tensor, parents: torch.Tensor, d
     """
     dev = tokens.device
     n = tokens.shape[0] + 1
-    tok = torch.cat([torch.full((1,), root, dtype=torch.long, device=dev), tokens.long()])
+    head = root.reshape(1).long() if isinstance(root, torch.Tensor) else torch.full((1,), root, dtype=torch.long, device=dev)
+    tok = torch.cat([head, tokens.long()])
     par = torch.cat([torch.full((1,), -1, dtype=torch.long, device=dev), parents.long() + 1])
     dep = torch.cat([torch.zeros(1, dtype=torch.long, device=dev), depths.long()])
     # Reachability by repeated squaring (a few small kernels, no host reads): R = I | parent, and each

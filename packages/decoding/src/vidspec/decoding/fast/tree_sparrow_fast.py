@@ -57,8 +57,8 @@ import torch
 import torch.nn.functional as F
 
 from vidspec.decoding.fast.lm import _post_fused, gc_paused, rms_norm, step_mask
-from vidspec.decoding.fast.sparrow import FastSparrowDrafter
-from vidspec.decoding.fast.tree import DeviceTree, DraftTree, rerank_device, rerank_tree
+from vidspec.decoding.fast.sparrow import _HEAD, FastSparrowDrafter
+from vidspec.decoding.fast.tree import DeviceTree, DraftTree, rerank_device, rerank_tree, verify_tree_inputs
 from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
 from vidspec.decoding.sparrow import SparrowDraftModel, _Pending
 from vidspec.decoding.types import TargetModel
@@ -184,6 +184,9 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         self._depth_tensors: dict[tuple[int, int], torch.Tensor] = {}  # node_depths on the device
         self._graphs: dict[tuple[int, int, int, int], _TreeGraph] = {}
         self._records: dict[tuple[int, int], torch.Tensor] = {}
+        self._roots: dict[tuple[int, int], torch.Tensor] = {}  # x_last of the last growth, per (depth, top_k)
+        #: Post graphs (rerank + verify tree) per (depth, top_k, total): device rounds on CUDA.
+        self._post_graphs: dict[tuple[int, int, int], tuple[torch.cuda.CUDAGraph, DeviceTree]] = {}
         self._level_fn = None  # kernel path: the level's end (see _level_out), compiled on CUDA
         #: Round graphs captured so far (a capture inside a timed decode shows up here).
         self.graph_captures = 0
@@ -220,6 +223,8 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             self._eng_seen = e
             self._graphs = {}
             self._records = {}
+            self._roots = {}
+            self._post_graphs = {}
             self._depth_tensors = {}
             self._level_fn = None
 
@@ -230,6 +235,13 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
             e = self.chain._eng
             self._records[key] = torch.zeros(3, tree_size(depth, top_k), dtype=torch.float64, device=e.device)
         return self._records[key]
+
+    def _root_buffer(self, depth: int, top_k: int) -> torch.Tensor:
+        """The static ``(1,) int64`` root (``x_last``) of the last ``(depth, top_k)`` growth, written by the growth."""
+        key = (depth, top_k)
+        if key not in self._roots:
+            self._roots[key] = torch.zeros(1, dtype=torch.long, device=self.chain._eng.device)
+        return self._roots[key]
 
     def _level_out_fn(self):
         """The kernel path's level end (:func:`_level_out` on this draft's weights), built once per engine.
@@ -274,6 +286,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         dev = e.device
         arena, _ = c._arena(t)
         rec = self._record_buffer(depth, top_k)
+        self._root_buffer(depth, top_k).copy_(arena[_HEAD + 4 * t - 1:_HEAD + 4 * t])  # the last pending token
         k = top_k
         # Read before the step: it writes the next single-token step's inputs into the 1-arena,
         # which is this arena when T = 1.
@@ -382,6 +395,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
     def _capture(self, key: tuple[int, int, int, int]) -> _TreeGraph:
         """Warm up, capture and replay once the round ``key`` (its inputs are already loaded)."""
         self._record_buffer(key[1], key[2])  # allocated outside the capture: the replay writes it
+        self._root_buffer(key[1], key[2])
         g = self.chain._warm_then_record(lambda: self._grow(*key), lambda: self._record(key))
         self._graphs[key] = g
         self.graph_captures += 1
@@ -441,16 +455,55 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         The same nodes in the same order as :meth:`propose_tree` (:func:`~vidspec.decoding.fast.tree.rerank_device`),
         as device tensors, so a target's ``verify_tree_device`` can run on them straight away.
         """
-        rec = self._grow_round(depth, top_k)
+        self._grow_round(depth, top_k)
+        if not self.chain._use_graphs:
+            return self._post(depth, top_k, total)
+        key = (depth, top_k, total)
+        g = self._post_graphs.get(key)
+        if g is None:
+            g = self._post_graphs[key] = self._capture_post(key)
+        g[0].replay()
+        return g[1]
+
+    def _post(self, depth: int, top_k: int, total: int) -> DeviceTree:
+        """Rerank the last growth's node records and build the verify tree ``[x_last, kept...]`` (device only).
+
+        Static shapes, no host reads: on CUDA one graph per ``(depth, top_k, total)`` (about forty small
+        kernels that would otherwise be launched one by one every round).
+        """
         key = (depth, top_k)
+        rec = self._record_buffer(depth, top_k)
         if key not in self._depth_tensors:
             self._depth_tensors[key] = torch.tensor(node_depths(depth, top_k), dtype=torch.long, device=rec.device)
         tokens, parents, scores, depths = rerank_device(rec[0], rec[1], rec[2], self._depth_tensors[key], total)
-        return DeviceTree(tokens, parents, scores, depths, depth)
+        verify = verify_tree_inputs(self._root_buffer(depth, top_k), tokens, parents, depths, depth)
+        return DeviceTree(tokens, parents, scores, depths, depth, verify)
+
+    def _capture_post(self, key: tuple[int, int, int]) -> tuple[torch.cuda.CUDAGraph, DeviceTree]:
+        """Capture :meth:`_post` for ``key = (depth, top_k, total)``, after running it for real on a side stream.
+
+        Its outputs are the graph's static tensors: a later replay overwrites the DeviceTree returned
+        before, which the round has consumed by then (the target reads it in the same round).
+        """
+        g = self.chain._warm_then_record(lambda: self._post(*key), lambda: self._record_post(key))
+        self.graph_captures += 1
+        log.debug("captured Sparrow tree post-processing depth=%d top_k=%d total=%d", *key)
+        return g
+
+    def _record_post(self, key: tuple[int, int, int]) -> tuple[torch.cuda.CUDAGraph, DeviceTree]:
+        """The CUDA graph of :meth:`_post` and its static outputs (capture does not execute it)."""
+        e = self.chain._eng
+        if e.pool is None:
+            e.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with gc_paused(), torch.cuda.graph(graph, pool=e.pool):
+            out = self._post(*key)
+        return graph, out
 
     # ---- warm-up ----------------------------------------------------------------------------------
     @torch.inference_mode()
-    def warmup(self, target: TargetModel, depth: int, top_k: int, max_text: int | None = None) -> int:
+    def warmup(self, target: TargetModel, depth: int, top_k: int, max_text: int | None = None,
+               total: int | None = None) -> int:
         """Capture, before any timed decode, the round graphs that trees of ``(depth, top_k)`` can meet.
 
         Pending steps of T = 1..``depth + 1`` (up to ``max_step``) for every depth ``1..depth``
@@ -459,6 +512,9 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         buckets, and also captures the chain's prompt-feed step graphs). Call it between
         requests: it writes the draft's static cache and ends a live request (``begin`` starts the
         next one). Off CUDA or with ``graphs=False`` it captures nothing.
+
+        With ``total``, also the device rounds' post-processing graphs (rerank + verify tree, one per
+        depth ``1..depth``: :meth:`propose_tree_device`).
 
         Returns:
             The number of graphs this call captured.
@@ -493,4 +549,8 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
                     c._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
                             [start + t] * 3)
                     self._capture(key)
+        if total is not None:
+            for dep in range(1, depth + 1):
+                if (dep, top_k, total) not in self._post_graphs:
+                    self._post_graphs[(dep, top_k, total)] = self._capture_post((dep, top_k, total))
         return self.graph_captures - before
