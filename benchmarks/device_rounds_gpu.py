@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     from vidspec.decoding.methods import as_fast, build_decoder, tree_fast_options
     from vidspec.decoding.models import load_target
     from vidspec.evaluation.benchmarks.registry import load_benchmark
-    from vidspec.evaluation.runner import capture_fast_graphs, decode_sample, machine_info
+    from vidspec.evaluation.runner import capture_fast_graphs, decode_sample, git_info, machine_info
 
     samples = load_benchmark("synthvid_captions", args.data, split=args.split, limit=args.limit + 1)
     if len(samples) < 2:
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         return sum(st.emitted for st in steps) / max(1, len(steps))
 
     ar_ms = per_token_ms(runs["ar"])
-    res = {"machine": machine_info(args.device), "args": vars(args), "samples": len(runs["ar"])}
+    res = {"machine": machine_info(args.device), "git": git_info(), "args": vars(args), "samples": len(runs["ar"])}
     for name, rs in runs.items():
         ms = per_token_ms(rs)
         res[name] = {"ms_per_token": ms, "dsr": ar_ms / ms, "tau": tau(rs) if name != "ar" else 1.0,
