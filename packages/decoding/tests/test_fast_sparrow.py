@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from vidspec.decoding.engine import SpeculativeDecoder
-from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+from vidspec.decoding.fast.sparrow import PREFILL_T, FastSparrowDrafter
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
 from vidspec.decoding.testing import emulated_graph_drafter_class, text_positions
 from vidspec.decoding.testing import random_clip as make_clip
@@ -376,10 +376,16 @@ def test_kernel_path_matches_sparrow_drafter_in_the_interpreter(tiny, clip, name
     # the graph path too: the prompt fed through T-step "graphs", one chain per round
     graphed = EmulatedGraphDrafter(model, kernels=True, compile=False, head_ids=head)
     lockstep(target, Request("Describe the video.", clip), [ref, fast, graphed], k=4)
+    # A prompt of more than one feed chunk (PREFILL_T text positions), its last chunk padded.
+    long = "Describe the video: every object, its colour and shape, where it moves, and what disappears, in detail."
+    with torch.no_grad():  # the fast drafters fused the shared layer's weights in inference mode
+        lockstep(target, Request(long, clip), [ref, fast, graphed], k=4)
+    assert graphed._n_text_prompt > PREFILL_T + 1
     assert fast.kernels and not fast.graphs and graphed.kernels
     keys = set(graphed._eng.graphs)
     assert all(lb == 0 for _, _, lb in keys)  # no buckets
-    assert {k for _, k, _ in keys} == {1, 4}  # the prompt feed's single steps and the rounds' chains
+    assert {k for _, k, _ in keys} == {1, 4}  # the prompt feed's single step and the rounds' chains
+    assert {t for t, k, _ in keys if k == 1} == {PREFILL_T}  # every feed chunk padded to one T
 
 
 # ---- draft vocabulary (head_ids) -------------------------------------------------------------------------

@@ -92,8 +92,9 @@ log = logging.getLogger(__name__)
 #   *next* single-token step; pos: the tokens' (3, T) position ids.
 _HEAD = 6
 #: Kernel path: prompts of up to PREFILL_STEPS chunks of PREFILL_T text positions are fed through
-#: the T-step graphs (T <= PREFILL_T: few extra compiled variants and graphs beyond a round's T <= K+1).
-PREFILL_T = 8
+#: one T-step graph, T = min(PREFILL_T, max_step), every chunk padded to T (one compiled variant and
+#: one graph; a typical prompt's two dozen text positions are one or two launches).
+PREFILL_T = 16
 PREFILL_STEPS = 16
 
 
@@ -516,15 +517,23 @@ class FastSparrowDrafter(SparrowDrafter):
             torch.cuda.current_stream(self._eng.device).wait_stream(stream)
         return record()
 
-    def _record(self, key: tuple[int, int, int]) -> _Graph:
-        """Capture the chain ``key = (T, k, lb)`` (capture does not execute it)."""
+    def graph_of(self, fn):
+        """Capture ``fn()`` as a CUDA graph in this engine's memory pool: ``(graph, outputs)``.
+
+        Capture does not execute the work; the outputs are the graph's static tensors. Shared by the
+        chain graphs and :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter`'s round and post graphs.
+        """
         e = self._eng
         if e.pool is None:
             e.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with gc_paused(), torch.cuda.graph(graph, pool=e.pool):
-            out = self._chain(*key)
-        return _Graph(graph, out)
+            out = fn()
+        return graph, out
+
+    def _record(self, key: tuple[int, int, int]) -> _Graph:
+        """Capture the chain ``key = (T, k, lb)`` (capture does not execute it)."""
+        return _Graph(*self.graph_of(lambda: self._chain(*key)))
 
     def _capture(self, key: tuple[int, int, int]) -> _Graph:
         """Warm up, capture and replay once the chain ``key = (T, k, lb)`` (its inputs are already loaded)."""
@@ -559,7 +568,7 @@ class FastSparrowDrafter(SparrowDrafter):
         meets it, inside that decode's timing. This captures T = 1..K+1 (those up to ``max_step``)
         and k = 1..K over every bucket up to the one holding ``max_text`` text positions (prompt
         text + generated tokens + one proposal; default: the first bucket; the kernel path has no
-        buckets, and also captures the single steps of T = 1..``PREFILL_T`` that feed a prompt).
+        buckets, and also captures the single step of T = ``min(PREFILL_T, max_step)`` that feeds a prompt).
 
         Call it between requests: it writes the draft's static cache and ends a live request
         (``begin`` starts the next one). Prepares the draft for ``target`` as ``begin`` does; off CUDA
@@ -592,12 +601,12 @@ class FastSparrowDrafter(SparrowDrafter):
                     self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
                                [start + t] * 3)
                     self._capture(key)
-        if e.kernels:  # the prompt feed's chunks (see _prefill): one step of T = 1..PREFILL_T each
-            for t in range(1, min(PREFILL_T, self.max_step) + 1):
-                if self._key(t, 1, t) not in e.graphs and t <= self.max_len:
-                    self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device),
-                               [list(range(t))] * 3, 0, [t] * 3)
-                    self._capture(self._key(t, 1, t))
+        if e.kernels:  # the prompt feed (see _prefill): chunks padded to one T
+            t = min(PREFILL_T, self.max_step)
+            if self._key(t, 1, t) not in e.graphs and t <= self.max_len:
+                self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), [list(range(t))] * 3, 0,
+                           [t] * 3)
+                self._capture(self._key(t, 1, t))
         return self.graph_captures - before
 
     # ---- inputs -----------------------------------------------------------------------------------
@@ -660,10 +669,13 @@ class FastSparrowDrafter(SparrowDrafter):
     def _prefill(self, ids: torch.Tensor, hidden: torch.Tensor, pos3: torch.Tensor) -> None:
         """Feed prompt text positions in causal chunks (their ĥ are not needed).
 
-        On the kernel path with graphs, a prompt of at most ``PREFILL_STEPS * PREFILL_T`` text
-        positions goes through the captured T-step graphs (chunks of ``PREFILL_T``, one launch each:
-        a typical prompt's few dozen text positions cost a few launches instead of an eager layer's
-        ~60 kernels); longer ones, and every other path, run eagerly in ``prefill_chunk`` chunks.
+        On the kernel path with graphs, a prompt of at most ``PREFILL_STEPS * T`` text positions
+        (``T = min(PREFILL_T, max_step)``) goes through the one captured T-step graph, one launch per
+        chunk of T: a short last chunk is padded to T (token 0, zero state, its last position
+        repeated). The padding's K/V land in slots past the cache's length, which the kernels never
+        read (they attend over exactly ``[0, slot + T)`` of the step that writes there first), and the
+        padded rows come after the real ones, which attend causally. Longer prompts, and every other
+        path, run eagerly in ``prefill_chunk`` chunks.
         """
         e = self._eng
         m = self.model
@@ -674,8 +686,13 @@ class FastSparrowDrafter(SparrowDrafter):
             for c in range(0, n, step):
                 t = min(step, n - c)
                 start = self.cache.length
-                self._load(ids_l[c:c + t], hidden[c:c + t], [r[c:c + t] for r in rows], start, [0, 0, 0])
-                self._run(t, start + t, 1)
+                pad = step - t if start + step <= self.max_len else 0
+                hid = hidden[c:c + t]
+                if pad:
+                    hid = torch.cat([hid, hid.new_zeros(pad, hid.shape[1])])
+                self._load(ids_l[c:c + t] + [0] * pad, hid, [r[c:c + t] + [r[c + t - 1]] * pad for r in rows],
+                           start, [0, 0, 0])
+                self._run(t + pad, start + t + pad, 1)
                 self.cache.length = start + t
             return
         ids = ids.to(e.device)

@@ -56,7 +56,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from vidspec.decoding.fast.lm import _post_fused, gc_paused, rms_norm, step_mask
+from vidspec.decoding.fast.lm import _post_fused, rms_norm, step_mask
 from vidspec.decoding.fast.sparrow import _HEAD, FastSparrowDrafter
 from vidspec.decoding.fast.tree import DeviceTree, DraftTree, rerank_device, rerank_tree, verify_tree_inputs
 from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
@@ -384,13 +384,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
     # ---- CUDA graphs ------------------------------------------------------------------------------
     def _record(self, key: tuple[int, int, int, int]) -> _TreeGraph:
         """Capture the round ``key = (T, depth, top_k, lb)`` (capture does not execute it)."""
-        e = self.chain._eng
-        if e.pool is None:
-            e.pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with gc_paused(), torch.cuda.graph(graph, pool=e.pool):
-            out = self._grow(*key)
-        return _TreeGraph(graph, out)
+        return _TreeGraph(*self.chain.graph_of(lambda: self._grow(*key)))
 
     def _capture(self, key: tuple[int, int, int, int]) -> _TreeGraph:
         """Warm up, capture and replay once the round ``key`` (its inputs are already loaded)."""
@@ -492,13 +486,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
 
     def _record_post(self, key: tuple[int, int, int]) -> tuple[torch.cuda.CUDAGraph, DeviceTree]:
         """The CUDA graph of :meth:`_post` and its static outputs (capture does not execute it)."""
-        e = self.chain._eng
-        if e.pool is None:
-            e.pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with gc_paused(), torch.cuda.graph(graph, pool=e.pool):
-            out = self._post(*key)
-        return graph, out
+        return self.chain.graph_of(lambda: self._post(*key))
 
     # ---- warm-up ----------------------------------------------------------------------------------
     @torch.inference_mode()
