@@ -109,6 +109,23 @@ def test_device_rounds_option_reaches_every_drafting_decoder(tmp_path):
             m: on for m in METHODS if m != "ar"}
 
 
+def test_sparrow_k_sets_the_sparrow_chains_k_only(tmp_path):
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.sparrow import new_sparrow_for
+
+    target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
+    models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
+    cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", k=3, sparrow_k=7)
+    ks = {m: d.k for m, d in build_decoders(cfg, models).items()}
+    assert ks["sparrow"] == ks["sparrow-lvspec-pst"] == 7
+    assert ks["sd"] == ks["lvspec"] == ks["fly"] == 3 and ks["ar"] == 0
+    default = {m: d.k for m, d in build_decoders(EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random",
+                                                             k=3), models).items()}
+    assert default["sparrow"] == 3
+    with pytest.raises(ConfigError, match="sparrow-k"):
+        EvalConfig(benchmark="b", out="x", sparrow_k=0)
+
+
 def test_runs_recorded_before_the_engine_option_resume_as_eager(tmp_path):
     cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
     old = cfg.to_dict()

@@ -38,6 +38,7 @@ def evaluate(
     limit: int | None = None,
     video_dir: str | None = None,
     k: int | None = None,
+    sparrow_k: int | None = None,
     max_new_tokens: int | None = None,
     frames: int | None = None,
     device: str = "cpu",
@@ -83,6 +84,7 @@ def evaluate(
         limit: evaluate the first N samples only.
         video_dir: folder with the benchmark's videos (needed for hub datasets).
         k: draft tokens per round (default: each method's, 4; fly 15; not used by ar and the tree methods).
+        sparrow_k: draft tokens per round of sparrow and sparrow-lvspec-pst (default: --k).
         max_new_tokens: generation budget per sample (default: the task's).
         frames: frames sampled per video (default: the task's).
         device: cpu, cuda, cuda:1, ...
@@ -129,7 +131,7 @@ def evaluate(
         chosen = [m for m in chosen if m not in SPARROW_METHODS]
     cfg = EvalConfig(
         benchmark=benchmark, out=out, data=data, split=split, limit=limit, video_dir=video_dir, target=target,
-        draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k,
+        draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k, sparrow_k=sparrow_k,
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
         relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
         scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, draft_vocab=draft_vocab,

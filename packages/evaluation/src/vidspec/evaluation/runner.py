@@ -83,7 +83,8 @@ RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", 
 ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None,
                                   "draft_vocab": None, "eps": 0.01, "top_k": 5,
                                   "tree_total": DEFAULT_TREE["total_tokens"], "tree_depth": DEFAULT_TREE["depth"],
-                                  "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True}
+                                  "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True,
+                                  "sparrow_k": None}
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ class EvalConfig:
         methods: methods to compare; AR always runs as the baseline.
         k: draft tokens per round (default: each method's own, 4; 15 for fly; not used by ar and the tree
             methods).
+        sparrow_k: draft tokens per round of the Sparrow chain methods (sparrow, sparrow-lvspec-pst),
+            overriding ``k`` for them (the best K depends on the draft's cost against the target's).
         max_new_tokens: generation budget per sample (default: the task's).
         frames: frames sampled per video (default: the task's).
         device: cpu, cuda, cuda:1, ...
@@ -149,6 +152,7 @@ class EvalConfig:
     allow_target_mismatch: bool = False
     methods: tuple[str, ...] = METHODS
     k: int | None = None
+    sparrow_k: int | None = None
     max_new_tokens: int | None = None
     frames: int | None = None
     device: str = "cpu"
@@ -194,6 +198,8 @@ class EvalConfig:
             raise ConfigError(f"--frames must be >= 1, got {self.frames}")
         if self.k is not None and self.k < 1:
             raise ConfigError(f"--k must be >= 1, got {self.k}")
+        if self.sparrow_k is not None and self.sparrow_k < 1:
+            raise ConfigError(f"--sparrow-k must be >= 1, got {self.sparrow_k}")
         check_engine(self.engine)
         relevance_options(self.scorer, self.attention_heads, self.probe)
         if self.engine == "fast" and self.scorer == "attention" and any(m in LVSPEC_METHODS for m in methods):
@@ -293,7 +299,8 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     for m in config.methods:
         sparrow = m in SPARROW_METHODS
         out[m] = build_decoder(m, target=target, draft=models.sparrow if sparrow else draft_vlm,
-                               k=None if m == "ar" or m in TREE_METHODS else config.k, device=config.device,
+                               k=None if m == "ar" or m in TREE_METHODS else (
+                                   config.sparrow_k if sparrow and config.sparrow_k else config.k), device=config.device,
                                loose=loose, allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
                                draft_vocab=config.draft_vocab if sparrow else None, tree=config.tree,
                                device_rounds=config.device_rounds)
