@@ -38,6 +38,12 @@ of exact ties in top-k).
 
 Off CUDA or with ``graphs=False`` the same device-side growth runs eagerly (still one host read).
 
+In a device round (:meth:`FastTreeSparrowDrafter.propose_tree_device`) nothing is read back here:
+a second graph per ``(depth, top_k, total)`` reranks the node records on the device
+(:func:`~vidspec.decoding.fast.tree.rerank_device`) and builds the verify tree ``[x_last, kept...]``
+with its ancestor mask (:func:`~vidspec.decoding.fast.tree.verify_tree_inputs`; ``x_last`` is copied
+into a static buffer by the growth), which the target's ``verify_tree_device`` consumes directly.
+
 Usage::
 
     from vidspec.decoding.fast import FastTarget, FastTreeSparrowDrafter, TreeSpeculativeDecoder
