@@ -300,6 +300,26 @@ def test_emulated_graph_device_tree_rounds_replay_the_post_graphs(tiny, clip, na
     assert {k for k in dev._post_graphs} == {(d, 4, 12) for d in range(1, 5)}
 
 
+def test_device_tree_carries_its_root_and_a_wrong_root_is_refused(tiny, clip):
+    """propose_tree_device builds the verify tree with the pending x_last as its root; the target
+    checks it against the round's x_last after the sync (a drafter out of step would verify the wrong tree)."""
+    target = tiny("tiny-llava-ov")
+    fast = FastTarget(target, max_len=512)
+    drafter = FastTreeSparrowDrafter(aligned_sparrow(target), max_len=512)
+    state, first = begin_drafter(fast, drafter, Request("Describe the video.", clip))
+    dtree = drafter.propose_tree_device(3, 3, 8)
+    assert dtree.verify is not None and int(dtree.verify[0][0]) == first
+    before = state.length
+    with pytest.raises(RuntimeError, match="root"):
+        fast.verify_tree_device(state, first + 1, dtree, NEED)
+    assert state.length == before and fast.lm.cache.tree is None  # nothing of the refused tree stays
+    drafter2 = FastTreeSparrowDrafter(aligned_sparrow(target), max_len=512)
+    state, first = begin_drafter(fast, drafter2, Request("Describe the video.", clip))
+    out, (tokens, parents, scores, argmax) = fast.verify_tree_device(state, first, drafter2.propose_tree_device(3, 3, 8),
+                                                                      NEED)
+    assert tokens[0] == first and parents[0] == -1 and len(tokens) == 9
+
+
 def test_draft_vocabulary_trees_hold_only_its_tokens(tiny, clip, drafts):
     name = "tiny-llava-ov"
     target = tiny(name)

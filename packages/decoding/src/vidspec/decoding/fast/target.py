@@ -402,6 +402,7 @@ class FastTarget:
         rows = back.view(4, t).tolist()  # the round's one synchronisation
         tokens, parents, argmax = ([int(x) for x in r] for r in rows[:3])
         if tokens[0] != root:
+            state.length = cache.length = start  # nothing of the refused tree stays
             raise RuntimeError(f"the device tree's root is token {tokens[0]}, the round's x_last is {root}")
         sess = TreeSession(base=start, parents=[], depths=[], ancestors=[])
         for p in parents:
