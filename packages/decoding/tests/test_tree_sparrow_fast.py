@@ -38,6 +38,7 @@ from vidspec.decoding.fast.tree import (
 from vidspec.decoding.fast.tree_sparrow_fast import _TreeGraph, node_depths, tree_size
 from vidspec.decoding.testing import (
     aligned_sparrow,
+    assert_same_rounds,
     begin_drafter,
     device_round_runs,
     emulated_graph_drafter_class,
@@ -266,8 +267,7 @@ def test_device_tree_rounds_equal_host_tree_rounds(tiny, clip, name):
     req = Request("What happens in this video?", clip)
     ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
     (on, off), (calls_on, calls_off) = _tree_runs(lambda: FastTarget(target, max_len=512), target, req, 32)
-    assert on.token_ids == off.token_ids == ar.token_ids
-    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert_same_rounds(on, off, ar)
     assert sum(s.accepted for s in on.steps) > 0
     assert calls_on == sum(1 for s in on.steps if s.drafted > 0) > 0 and calls_off == 0
 
@@ -288,8 +288,7 @@ def test_emulated_graph_device_tree_rounds_replay_the_post_graphs(tiny, clip, na
                                       top_k=4, method="tree-sparrow", device_rounds=on)
 
     (on, off), (calls_on, calls_off) = device_round_runs(make, req, 32, "verify_tree_device")
-    assert on.token_ids == off.token_ids == ar.token_ids
-    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert_same_rounds(on, off, ar)
     assert calls_on == sum(1 for s in on.steps if s.drafted > 0) > 0 and calls_off == 0
     dev, host = drafters[0], drafters[1]
     assert dev.graphs and not host._post_graphs
@@ -420,8 +419,7 @@ def test_cuda_device_tree_rounds_equal_host_tree_rounds(cuda_tiny_fp32, clip, na
     req = Request("What happens in this video?", clip)
     ar = SpeculativeDecoder(FastTarget(target)).generate(req, max_new_tokens=32)
     (on, off), (calls_on, _) = _tree_runs(lambda: FastTarget(target), target, req, 32)
-    assert on.token_ids == off.token_ids == ar.token_ids
-    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+    assert_same_rounds(on, off, ar)
     assert calls_on > 0
 
 

@@ -269,3 +269,10 @@ def device_round_runs(build: Callable[[bool], object], request: Request, max_new
         results.append(dec.generate(request, max_new_tokens=max_new_tokens))
         calls.append(len(seen))
     return results, calls
+
+
+def assert_same_rounds(on, off, ar) -> None:
+    """Device rounds (``on``) against host-driven rounds (``off``): the same tokens as each other and as
+    AR, and the same rounds (tokens drafted and accepted per round)."""
+    assert on.token_ids == off.token_ids == ar.token_ids
+    assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
