@@ -270,20 +270,16 @@ def build_decoder(
     if method == "ar":
         return SpeculativeDecoder(tgt, NoDrafter(), _strict_verifier(engine), k=0, method="ar")
     if shape is not None:
-        dec = _tree_decoder(method, tgt, draft, shape, device, dtype, max_frames, allow_target_mismatch, engine,
-                            fast_options, draft_vocab)
-        dec.device_rounds = device_rounds
-        return dec
+        return _tree_decoder(method, tgt, draft, shape, device, dtype, max_frames, allow_target_mismatch, engine,
+                             fast_options, draft_vocab, device_rounds)
     verifier = build_verifier_for(method, tgt, loose, engine)
     if k is None:
         k = getattr(verifier, "default_k", DEFAULT_K)
     if k < 1:
         raise ConfigError(f"--k must be >= 1 for method {method}, got {k}")
     if method in SPARROW_METHODS:
-        dec = _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine,
-                               draft_vocab)
-        dec.device_rounds = device_rounds
-        return dec
+        return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine,
+                                draft_vocab, device_rounds)
     dm = _draft_vlm(method, tgt, draft, device, dtype, max_frames, draft_vocab)
     if engine == "fast":
         from vidspec.decoding.fast import FastModelDrafter
@@ -316,7 +312,8 @@ def _draft_vlm(method: str, tgt, draft, device: str, dtype: str | None, max_fram
 
 def _tree_decoder(method: str, tgt, draft, shape: dict[str, int], device: str, dtype: str | None,
                   max_frames: int | None, allow_target_mismatch: bool, engine: str,
-                  fast_options: dict[str, Any], draft_vocab: int | None) -> TreeSpeculativeDecoder:
+                  fast_options: dict[str, Any], draft_vocab: int | None,
+                  device_rounds: bool = True) -> TreeSpeculativeDecoder:
     """Decoder of a tree method: strict verification of an EAGLE-2 tree grown by a draft VLM or a Sparrow draft."""
     from vidspec.decoding.fast.tree import TreeModelDrafter, TreeSpeculativeDecoder
 
@@ -334,7 +331,8 @@ def _tree_decoder(method: str, tgt, draft, shape: dict[str, int], device: str, d
         drafter = TreeModelDrafter(as_fast(dm, fast_options) if engine == "fast" else dm)
     # StrictVerifier on both engines: it decides along the best path's rows, which are plain tensors.
     return TreeSpeculativeDecoder(tgt, drafter, StrictVerifier(), total_tokens=shape["total_tokens"],
-                                  depth=shape["depth"], top_k=shape["top_k"], method=method)
+                                  depth=shape["depth"], top_k=shape["top_k"], method=method,
+                                  device_rounds=device_rounds)
 
 
 def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: int | None, engine: str = "eager"):
@@ -363,7 +361,7 @@ def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: 
 
 def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: float,
                      allow_target_mismatch: bool, engine: str = "eager",
-                     draft_vocab: int | None = None) -> SpeculativeDecoder:
+                     draft_vocab: int | None = None, device_rounds: bool = True) -> SpeculativeDecoder:
     """Decoder of a Sparrow method: ``draft`` is a release folder, a draft model or a drafter."""
     from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, load_draft_vocab
 
@@ -380,4 +378,4 @@ def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: flo
     else:
         drafter = cls.from_pretrained(str(draft), tgt, temperature=temperature,
                                       allow_target_mismatch=allow_target_mismatch, draft_vocab=draft_vocab)
-    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method)
+    return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method, device_rounds=device_rounds)

@@ -298,9 +298,9 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     out = {}
     for m in config.methods:
         sparrow = m in SPARROW_METHODS
+        k = config.sparrow_k if sparrow and config.sparrow_k else config.k
         out[m] = build_decoder(m, target=target, draft=models.sparrow if sparrow else draft_vlm,
-                               k=None if m == "ar" or m in TREE_METHODS else (
-                                   config.sparrow_k if sparrow and config.sparrow_k else config.k), device=config.device,
+                               k=None if m == "ar" or m in TREE_METHODS else k, device=config.device,
                                loose=loose, allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
                                draft_vocab=config.draft_vocab if sparrow else None, tree=config.tree,
                                device_rounds=config.device_rounds)

@@ -459,9 +459,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         if not self.chain._use_graphs:
             return self._post(depth, top_k, total)
         key = (depth, top_k, total)
-        g = self._post_graphs.get(key)
-        if g is None:
-            g = self._post_graphs[key] = self._capture_post(key)
+        g = self._post_graphs.get(key) or self._capture_post(key)
         g[0].replay()
         return g[1]
 
@@ -480,12 +478,14 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         return DeviceTree(tokens, parents, scores, depths, depth, verify)
 
     def _capture_post(self, key: tuple[int, int, int]) -> tuple[torch.cuda.CUDAGraph, DeviceTree]:
-        """Capture :meth:`_post` for ``key = (depth, top_k, total)``, after running it for real on a side stream.
+        """Capture :meth:`_post` for ``key = (depth, top_k, total)``, after running it for real on a side stream,
+        and keep it in ``_post_graphs``.
 
         Its outputs are the graph's static tensors: a later replay overwrites the DeviceTree returned
         before, which the round has consumed by then (the target reads it in the same round).
         """
-        g = self.chain._warm_then_record(lambda: self._post(*key), lambda: self._record_post(key))
+        g = self._post_graphs[key] = self.chain._warm_then_record(lambda: self._post(*key),
+                                                                   lambda: self._record_post(key))
         self.graph_captures += 1
         log.debug("captured Sparrow tree post-processing depth=%d top_k=%d total=%d", *key)
         return g
@@ -546,5 +546,5 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
         if total is not None:
             for dep in range(1, depth + 1):
                 if (dep, top_k, total) not in self._post_graphs:
-                    self._post_graphs[(dep, top_k, total)] = self._capture_post((dep, top_k, total))
+                    self._capture_post((dep, top_k, total))
         return self.graph_captures - before
