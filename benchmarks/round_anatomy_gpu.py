@@ -1,0 +1,305 @@
+"""Where a speculative round's time goes: each CUDA graph's GPU time next to the host time around it.
+
+A fast-engine round is a handful of graph replays (the draft chain or tree growth, a tree's post
+graph, the target's verify step) and host work between them (input copies, the read-back, the
+verifier, commits). ``round_profile_gpu.py`` gives the engine's own draft/verify split and
+profiler tables; this script separates the two kinds of time without a profiler:
+
+1. **Graph costs.** After the warm-up decodes and the eval runner's graph capture, every captured
+   graph (the target's step graphs, the Sparrow chain graphs, a tree drafter's growth and post
+   graphs) is replayed on its own and timed three ways:
+
+   - ``gpu_ms``: the GPU's execution time. The replay is queued behind a ~1 ms sleep kernel, so its
+     launch is over before the GPU reaches it; CUDA events around it then time the kernels alone.
+   - ``launch_ms``: host time of the ``replay()`` call, with the GPU idle before it.
+   - ``latency_ms``: replay and synchronise, from an idle GPU.
+2. **Instrumented decodes.** The samples are decoded again with host timers around the methods a
+   round calls. The timers are inclusive: an outer method's time includes the ones it calls.
+   ``draft_tokens``/``verify_tree_device`` hold the round's one wait for the GPU. The step keys a
+   round replays are counted, so the round's expected GPU time is the sum of the graphs' ``gpu_ms``;
+   ``round_ms`` minus that is time the GPU spent waiting for the host.
+3. **Clean decodes.** Every decoder decodes every sample with no timers (alternating per
+   sample), for τ, ms per token, DSR over AR and the begin time.
+
+Run on the GPU machine from the repository root (vidspec importable)::
+
+    python benchmarks/round_anatomy_gpu.py --target data/releases/synthvid-target \\
+        --sparrow data/releases/sparrow-synthvid --data DATA_DIR --k 4,8 --trees 48-8-8 --out "$OUT"
+
+Writes ``round_anatomy.json`` (with machine info and the commit) to ``--out`` and prints the tables.
+CUDA only (the graph costs need graphs); ``--device cpu`` exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+
+def _shape(text: str) -> dict[str, int]:
+    total, depth, top_k = (int(x) for x in text.split("-"))
+    return {"total_tokens": total, "depth": depth, "top_k": top_k}
+
+
+class HostTimers:
+    """Inclusive host-time accumulators around methods of live objects (undone by :meth:`restore`)."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = collections.defaultdict(float)
+        self.calls: dict[str, int] = collections.defaultdict(int)
+        self.keys: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+        self._undo: list = []
+
+    def wrap(self, obj, name: str, label: str, key=None) -> None:
+        """Time ``obj.name``; ``key(args)`` (optional) names what the call ran, counted per label."""
+        if obj is None or not callable(getattr(obj, name, None)):
+            return
+        had = name in vars(obj)  # an instance's own attribute, a class's or a module's function
+        old = vars(obj).get(name)
+        fn = getattr(obj, name)
+
+        def timed(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **kw)
+            finally:
+                self.seconds[label] += time.perf_counter() - t0
+                self.calls[label] += 1
+                if key is not None:
+                    self.keys[label][key(a)] += 1
+
+        setattr(obj, name, timed)  # on a class, ``timed`` receives ``self`` first, as ``fn`` does
+        self._undo.append((obj, name, had, old))
+
+    def restore(self) -> None:
+        for obj, name, had, old in reversed(self._undo):
+            if had:
+                setattr(obj, name, old)
+            else:
+                delattr(obj, name)
+        self._undo = []
+
+    def table(self, rounds: int, requests: int) -> dict[str, dict]:
+        per = {}
+        for label, s in self.seconds.items():
+            per[label] = {"calls": self.calls[label], "ms_per_round": 1e3 * s / max(1, rounds),
+                          "ms_per_request": 1e3 * s / max(1, requests), "us_per_call": 1e6 * s / self.calls[label]}
+            if self.keys.get(label):
+                per[label]["keys"] = {str(k): n for k, n in sorted(self.keys[label].items())}
+        return per
+
+
+def graph_cost(graph, device, reps: int = 20) -> dict[str, float]:
+    """GPU time (behind a sleep kernel), launch host time and idle-GPU latency of one graph, medians in ms."""
+    gpu, launch, lat = [], [], []
+    for _ in range(reps):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        graph.replay()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize(device)
+        t2 = time.perf_counter()
+        launch.append(t1 - t0)
+        lat.append(t2 - t0)
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(2_000_000)  # ~1 ms of GPU time: the launch below finishes before the GPU gets there
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        gpu.append(a.elapsed_time(b) / 1e3)
+    return {"gpu_ms": 1e3 * statistics.median(gpu), "launch_ms": 1e3 * statistics.median(launch),
+            "latency_ms": 1e3 * statistics.median(lat)}
+
+
+def inventory(dec) -> dict[str, object]:
+    """Every captured CUDA graph a decoder can replay, by a readable name."""
+    g = {}
+    lm = dec.target.lm
+    for (t, lb), gr in sorted(lm._graphs.items()):
+        g[f"target T={t}" + (f" lb={lb}" if lb != lm.max_len else "")] = gr.graph  # kernel path: lb = max_len
+    d = dec.drafter
+    chain = getattr(d, "chain", d)
+    eng = getattr(chain, "_eng", None)
+    if eng is not None:
+        for (t, k, lb), gr in sorted(eng.graphs.items()):
+            g[f"draft chain T={t} k={k}" + (f" lb={lb}" if lb else "")] = gr.graph
+    for (t, depth, top_k, lb), gr in sorted(getattr(d, "_graphs", {}).items()):
+        g[f"tree growth T={t} depth={depth} top_k={top_k}" + (f" lb={lb}" if lb else "")] = gr.graph
+    for (depth, top_k, total), (graph, _) in sorted(getattr(d, "_post_graphs", {}).items()):
+        g[f"tree post depth={depth} top_k={top_k} total={total}"] = graph
+    return g
+
+
+def instrument(dec, timers: HostTimers) -> None:
+    """Host timers around the calls of a round (and of a request's begin)."""
+    from vidspec.decoding.fast import target as fast_target
+    from vidspec.decoding.fast import tree as fast_tree
+
+    tgt, d = dec.target, dec.drafter
+    chain = getattr(d, "chain", d)
+    timers.wrap(tgt, "prefill", "target.prefill")
+    timers.wrap(tgt, "verify_device", "target.verify_device")
+    timers.wrap(tgt, "verify_tree_device", "target.verify_tree_device (incl. the wait)")
+    timers.wrap(tgt, "verify", "target.verify")
+    timers.wrap(tgt, "rollback", "target.rollback")
+    timers.wrap(tgt, "commit_tree", "target.commit_tree")
+    timers.wrap(tgt, "_output", "target._output (clones, read-back copies)")
+    timers.wrap(tgt.lm, "step", "lm.step (inputs + launch)")
+    timers.wrap(tgt.lm, "replay", "lm.replay (graph launch)", key=lambda a: f"T={a[0]}")
+    timers.wrap(fast_target.FastVerifyOutput, "draft_tokens", "read-back: draft_tokens (incl. the wait)")
+    timers.wrap(fast_target.FastVerifyOutput, "greedy", "read-back: greedy")
+    timers.wrap(dec.verifier, "verify", "verifier.verify")
+    timers.wrap(d, "begin", "drafter.begin")
+    timers.wrap(d, "propose_device", "drafter.propose_device")
+    timers.wrap(d, "propose_tree_device", "drafter.propose_tree_device")
+    timers.wrap(d, "propose", "drafter.propose")
+    timers.wrap(d, "commit", "drafter.commit")
+    timers.wrap(chain, "_start_prompt", "drafter._start_prompt")
+    timers.wrap(chain, "_prefill", "drafter._prefill (prompt feed)")
+    timers.wrap(chain, "_load", "drafter._load (inputs)")
+    timers.wrap(chain, "_run", "drafter._run (chain launch)", key=lambda a: f"T={a[0]} k={a[2] if len(a) > 2 else 1}")
+    timers.wrap(d, "_post", "tree._post")
+    timers.wrap(fast_tree, "best_path", "tree.best_path")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--sparrow", required=True)
+    ap.add_argument("--data", required=True, help="a SynthVid-format dataset folder")
+    ap.add_argument("--split", default="validation")
+    ap.add_argument("--limit", type=int, default=12)
+    ap.add_argument("--k", default="4,8", help="chain K values, comma-separated (one Sparrow decoder each)")
+    ap.add_argument("--trees", default="", help="tree-sparrow shapes total-depth-top_k, comma-separated (e.g. 48-8-8)")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", default="benchmarks/results/round_anatomy")
+    args = ap.parse_args(argv)
+    if not args.device.startswith("cuda") or not torch.cuda.is_available():
+        print("round_anatomy_gpu.py times CUDA graphs: it needs --device cuda on a machine with a GPU", file=sys.stderr)
+        return 2
+
+    from vidspec.decoding.methods import as_fast, build_decoder, tree_fast_options
+    from vidspec.decoding.models import load_target
+    from vidspec.evaluation.benchmarks.registry import load_benchmark
+    from vidspec.evaluation.runner import capture_fast_graphs, decode_sample, git_info, machine_info
+
+    samples = load_benchmark("synthvid_captions", args.data, split=args.split, limit=args.limit + 1)
+    if len(samples) < 2:
+        print(f"need at least 2 samples in {args.data} ({args.split}), got {len(samples)}", file=sys.stderr)
+        return 2
+    ks = [int(k) for k in args.k.split(",") if k.strip()]
+    trees = [t.strip() for t in args.trees.split(",") if t.strip()]
+    opts = tree_fast_options({}, max(_shape(t)["total_tokens"] for t in trees)) if trees else None
+    tgt = as_fast(load_target(args.target, device=args.device), opts)
+    dev = tgt.device
+    n_new = args.max_new_tokens
+    decs = {"ar": build_decoder("ar", target=tgt, engine="fast", device=args.device)}
+    for k in ks:
+        decs[f"sparrow_k{k}"] = build_decoder("sparrow", target=tgt, draft=args.sparrow, engine="fast",
+                                              device=args.device, k=k)
+    for t in trees:
+        decs[f"tree_{t}"] = build_decoder("tree-sparrow", target=tgt, draft=args.sparrow, engine="fast",
+                                          device=args.device, tree=_shape(t))
+    for dec in decs.values():  # warm-up decode, then every graph the timed decodes can meet
+        decode_sample(dec, samples[0], n_new)
+        capture_fast_graphs(dec, n_new)
+        decode_sample(dec, samples[0], n_new)
+
+    # 3. clean decodes, alternating per sample
+    runs: dict[str, list] = collections.defaultdict(list)
+    for s in samples[1:]:
+        for name, dec in decs.items():
+            r, _, _ = decode_sample(dec, s, n_new)
+            runs[name].append(r)
+
+    def per_token_ms(rs) -> float:
+        return 1e3 * sum(r.timings.decode_s for r in rs) / sum(len(r.token_ids) - 1 for r in rs)
+
+    res: dict = {"machine": machine_info(args.device), "git": git_info(), "args": vars(args),
+                 "samples": len(samples) - 1, "decoders": {}}
+    ar_ms = per_token_ms(runs["ar"])
+    for name in decs:
+        rs = runs[name]
+        steps = [st for r in rs for st in r.steps]
+        rounds = max(1, len(steps))
+        res["decoders"][name] = {
+            "clean": {
+                "ms_per_token": per_token_ms(rs), "dsr": ar_ms / per_token_ms(rs),
+                "tau": sum(st.emitted for st in steps) / rounds,
+                "round_ms": 1e3 * sum(st.draft_s + st.verify_s for st in steps) / rounds,
+                "begin_ms": 1e3 * sum(r.timings.begin_s for r in rs) / len(rs),
+                "decode_ms_per_request": 1e3 * sum(r.timings.decode_s for r in rs) / len(rs),
+                "tokens_per_request": sum(len(r.token_ids) for r in rs) / len(rs),
+                "rounds_per_request": len(steps) / len(rs),
+                "identical_to_ar": all(a.token_ids == b.token_ids for a, b in zip(runs["ar"], rs)),
+            }}
+
+    # 2. instrumented decodes (host timers), one decoder at a time
+    for name, dec in decs.items():
+        timers = HostTimers()
+        instrument(dec, timers)
+        try:
+            rs = [decode_sample(dec, s, n_new)[0] for s in samples[1:]]
+        finally:
+            timers.restore()
+        steps = [st for r in rs for st in r.steps]
+        res["decoders"][name]["host"] = timers.table(len(steps), len(rs))
+        res["decoders"][name]["instrumented_round_ms"] = 1e3 * sum(st.draft_s + st.verify_s for st in steps) / max(
+            1, len(steps))
+        res["decoders"][name]["rounds"] = len(steps)
+
+    # 1. graph costs (every graph of every decoder, once)
+    costs: dict[str, dict] = {}
+    for dec in decs.values():
+        for gname, graph in inventory(dec).items():
+            if gname not in costs:
+                costs[gname] = graph_cost(graph, dev)
+    res["graphs"] = costs
+
+    # The expected GPU time of a round from the graphs it replayed (instrumented counts).
+    for name in decs:
+        r = res["decoders"][name]
+        host = r["host"]
+        gpu = 0.0
+        for (t, n) in host.get("lm.replay (graph launch)", {}).get("keys", {}).items():
+            gpu += n * costs.get(f"target {t}", {}).get("gpu_ms", 0.0)
+        for key, n in host.get("drafter._run (chain launch)", {}).get("keys", {}).items():
+            t, k = (int(x.split("=")[1]) for x in key.split())
+            match = [v for g, v in costs.items() if g.startswith(f"draft chain T={t} k={k}")]
+            gpu += n * (match[0]["gpu_ms"] if match else 0.0)
+        prompt_feed = host.get("drafter._prefill (prompt feed)", {}).get("calls", 0)
+        r["gpu_ms_per_round_from_graphs"] = gpu / max(1, r["rounds"]) if "tree" not in name else None
+        r["prompt_feed_calls"] = prompt_feed
+
+    print(f"{'graph':48s} {'GPU ms':>8s} {'launch ms':>10s} {'latency ms':>11s}")
+    for g, c in costs.items():
+        print(f"{g:48s} {c['gpu_ms']:8.3f} {c['launch_ms']:10.3f} {c['latency_ms']:11.3f}")
+    print()
+    for name, r in res["decoders"].items():
+        c = r["clean"]
+        print(f"== {name}: {c['ms_per_token']:.3f} ms/token, DSR {c['dsr']:.2f}x, tau {c['tau']:.2f}, "
+              f"round {c['round_ms']:.3f} ms (instrumented {r['instrumented_round_ms']:.3f}), begin {c['begin_ms']:.3f} ms, "
+              f"{c['tokens_per_request']:.1f} tokens and {c['rounds_per_request']:.1f} rounds per request, "
+              f"identical to AR: {c['identical_to_ar']}")
+        for label, h in sorted(r["host"].items(), key=lambda kv: -kv[1]["ms_per_round"]):
+            print(f"   {label:52s} {h['ms_per_round']:7.3f} ms/round {h['ms_per_request']:7.3f} ms/request "
+                  f"{h['us_per_call']:8.1f} us/call x{h['calls']}" + (f"  {h['keys']}" if "keys" in h else ""))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "round_anatomy.json").write_text(json.dumps(res, indent=1, default=str) + "\n")
+    print(f"wrote {out / 'round_anatomy.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    with torch.inference_mode():
+        sys.exit(main())
