@@ -780,7 +780,7 @@ class FastLM:
         # it before overwriting them (normally long done; this only orders the host writes).
         if t in self._h2d_done:
             self._h2d_done[t].synchronize()
-        host.copy_(torch.tensor([start, base, offset, *host_depth, *tokens], dtype=torch.long))
+        host.numpy()[:] = [start, base, offset, *host_depth, *tokens]  # no tensor made per step
         arena.copy_(host, non_blocking=True)
         if m:  # after the host copy on the same stream: the device ids overwrite the placeholders
             arena[3 + 2 * t - m:].copy_(tail_ids)

@@ -179,7 +179,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
 
     def __init__(self, model: SparrowDraftModel, allow_target_mismatch: bool = False,
                  head_ids: Sequence[int] | torch.Tensor | None = None, *, max_len: int = 8192,
-                 graphs: bool = True, bucket: int = 256, max_step: int = 16, prefill_chunk: int = 4096,
+                 graphs: bool = True, bucket: int = 256, max_step: int = 32, prefill_chunk: int = 4096,
                  kernels: bool | None = None, compile: bool | None = None):
         self.chain = self.chain_class(model, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids,
                                       max_len=max_len, graphs=graphs, bucket=bucket, max_step=max_step,
