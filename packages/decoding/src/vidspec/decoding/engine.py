@@ -228,14 +228,13 @@ class SpeculativeDecoder:
         ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
         on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))
                      and callable(getattr(target, "verify_device", None)))
+        max_draft = getattr(drafter, "max_draft", self.k)  # a FastModelDrafter drafts any k on the device
         x_last = first
+        k = min(self.k, max_new_tokens - emitted - 1)  # a round emits at most k + 1: never draft past the budget
+        ts = time.perf_counter()
+        toks = drafter.propose_device(k) if on_device and 1 <= k <= max_draft else None  # type: ignore[attr-defined]
         while True:
-            remaining = max_new_tokens - emitted
-            # A round emits at most k + 1 tokens; never draft past the token budget.
-            k = min(self.k, remaining - 1)
-            ts = time.perf_counter()
-            if on_device and 1 <= k <= getattr(drafter, "max_draft", k):
-                toks = drafter.propose_device(k)  # type: ignore[attr-defined]
+            if toks is not None:  # this round's draft is on the device already (launched after the last commit)
                 tv = time.perf_counter()
                 out = target.verify_device(state, x_last, toks, need_verify)  # type: ignore[attr-defined]
                 proposal = Proposal(tuple(out.draft_tokens()))  # the round's one synchronisation
@@ -250,9 +249,17 @@ class SpeculativeDecoder:
             # The cache covers x_last + d_1..d_K; keep x_last + d_1..d_n (next_token is not in it).
             target.rollback(state, state.length - len(proposal.tokens) + n)
             drafter.commit(n, decision.next_token, out)
-            _sync(device)
+            if toks is None:
+                _sync(device)  # a device round was read back in full above; a host round may have work queued
             te = time.perf_counter()
             new, stop = clip_at_stop([*proposal.tokens[:n], decision.next_token], eos, emitted, max_new_tokens)
+            x_last = decision.next_token
+            toks = None
+            if stop is None:
+                # Launch the next round's draft before this round's bookkeeping: the GPU drafts meanwhile.
+                k = min(self.k, max_new_tokens - emitted - len(new) - 1)
+                if on_device and 1 <= k <= max_draft:
+                    toks = drafter.propose_device(k)  # type: ignore[attr-defined]
             kinds = decision.kinds[: len(new)]
             step = StepRecord(
                 drafted=len(proposal.tokens),
@@ -263,8 +270,8 @@ class SpeculativeDecoder:
                 draft_s=tv - ts,
                 verify_s=te - tv,
             )
+            ts = te  # the next round starts where this one ended (its draft launch and this bookkeeping count in it)
             emitted += len(new)
-            x_last = decision.next_token
             yield _Event(new, step)
             if stop is not None:
                 timings["finish"] = stop
