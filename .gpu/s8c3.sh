@@ -10,7 +10,7 @@ H=$PWD/runs/h9; X=$PWD/runs/x9
 (export CUDA_VISIBLE_DEVICES=0
  timeout 200 $VIDSPEC eval --benchmark synthvid_captions --data $H/synthvid --split validation --target $H/releases/synthvid-target \
    --sparrow $H/releases/sparrow-synthvid --methods ar,sparrow --limit 40 --engine fast --device cuda --max_new_tokens 64 \
-   --sparrow_k 12 --out $H/eval-captions-k12 > $X/eval_k12.log 2>&1; echo "eval rc $?" >> $X/eval_k12.log) &
+   --sparrow_k 12 --no_progress true --out $H/eval-captions-k12 > $X/eval_k12.log 2>&1; echo "eval rc $?" >> $X/eval_k12.log) &
 wait; date
 grep -v -i warn $X/rounds_k.log | tail -10; grep -v -i warn $X/eval_k12.log | grep -v "^\s*$" | tail -12
 cd $H && tar czf $OUT/h9k.tgz rounds_k eval-captions-k12 --exclude='*.png' ; cp $X/rounds_k.log $X/eval_k12.log $OUT/; ls -la $OUT
