@@ -221,9 +221,8 @@ class SpeculativeDecoder:
             return
 
         drafter.begin(target, state, first)
-        # Once per request (not per round): the drafter's prompt feed is timed on its own, so it
-        # does not land in the first round's draft_s.
-        _sync(device)
+        # Once per request: the host's time in the drafter's begin (its prompt feed is queued on the
+        # device, not waited for: that GPU work runs under the first round, which launches behind it).
         timings["begin_s"] = time.perf_counter() - t1
         ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
         on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))

@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -610,14 +611,14 @@ class SparrowDrafter:
             raise RuntimeError("SparrowDrafter needs the target's prompt_hidden_penult: prefill with need={'penult'}")
         ids = state.prompt_ids
         L = ids.shape[0]
-        is_text = torch.ones(L, dtype=torch.bool)
+        is_text = np.ones(L, dtype=bool)  # host work once per request: numpy, not a dozen small tensor ops
         if state.visual_positions is not None and state.visual_positions.numel():
-            is_text[state.visual_positions.cpu()] = False
-        text_idx = torch.nonzero(is_text).flatten()
+            is_text[state.visual_positions.cpu().numpy()] = False
+        text_idx = torch.from_numpy(np.flatnonzero(is_text).astype(np.int64))
         self._prompt_len = L
         self._prompt_pos = self._prompt_positions(target, state, text_idx)
         self._last_pos = self._prompt_pos[:, L - 1]
-        self._n_text_prompt = int(is_text.sum())
+        self._n_text_prompt = int(text_idx.numel())
         return ids, L, text_idx[text_idx >= 1]
 
     def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:

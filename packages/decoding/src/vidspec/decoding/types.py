@@ -271,9 +271,10 @@ class StepRecord:
 class Timings:
     """Seconds spent, split as ALGORITHMS.md section 5 asks (prefill vs decode).
 
-    ``begin_s`` is the part of ``decode_s`` spent in the drafter's ``begin`` (e.g. a Sparrow draft
-    feeding the prompt's text positions); each round's draft and verify seconds are in the
-    :class:`StepRecord` s, so ``begin_s + sum(draft_s + verify_s) <= decode_s``.
+    ``begin_s`` is the part of ``decode_s`` the host spends in the drafter's ``begin`` (e.g. a Sparrow
+    draft feeding the prompt's text positions; GPU work it queues runs under the first round); each
+    round's draft and verify seconds are in the :class:`StepRecord` s, so
+    ``begin_s + sum(draft_s + verify_s) <= decode_s``.
     """
 
     video_s: float = 0.0

@@ -798,7 +798,9 @@ class FastLM:
             host_mask[:, : tree_mask.shape[1]] = tree_mask
             mask.copy_(host_mask, non_blocking=True)
             self._mask_src[t] = (tree_mask, version)
-        done = self._h2d_done.setdefault(t, torch.cuda.Event())
+        done = self._h2d_done.get(t)
+        if done is None:
+            done = self._h2d_done[t] = torch.cuda.Event()
         done.record()
         return self.replay(t, self._bucket(start + t))
 

@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -647,7 +648,7 @@ class FastSparrowDrafter(SparrowDrafter):
                     self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), pos, start,
                                [start + t] * 3)
                     self._capture(key)
-        if e.kernels:  # the prompt feed (see _prefill): chunks padded to one T
+        if e.kernels:  # the prompt feed (see _feed_graphs): chunks padded to one T
             t = min(PREFILL_T, self.max_step)
             if self._key(t, 1, t) not in e.graphs and t <= self.max_len:
                 self._load([0] * t, torch.zeros(t, d, dtype=e.dtype, device=e.device), [list(range(t))] * 3, 0,
@@ -670,7 +671,7 @@ class FastSparrowDrafter(SparrowDrafter):
         return [[int(pp[min(a, pp.shape[0] - 1), i]) if i < L else last[a] + (i - L + 1) for i in index]
                 for a in range(3)]
 
-    def _load(self, tokens: list[int], hidden: torch.Tensor, pos3: list[list[int]], slot: int,
+    def _load(self, tokens: list[int], hidden: torch.Tensor | None, pos3: list[list[int]], slot: int,
               next_pos: list[int]) -> None:
         """Write a T-step's inputs into its static buffers (one host-to-device copy of the integers).
 
@@ -687,9 +688,11 @@ class FastSparrowDrafter(SparrowDrafter):
         host.numpy()[:] = [slot, slot, 0, *next_pos, *pos3[0], *pos3[1], *pos3[2], *tokens]  # no tensor made per round
         arena.copy_(host, non_blocking=True)
         if e.device.type == "cuda":
-            done = e.h2d_done.setdefault(t, torch.cuda.Event())
+            if done is None:
+                done = e.h2d_done[t] = torch.cuda.Event()
             done.record()
-        hid.copy_(hidden.to(device=e.device, dtype=e.dtype))
+        if hidden is not None:  # None: the caller wrote the states into the buffer already
+            hid.copy_(hidden.to(device=e.device, dtype=e.dtype))
 
     # ---- the protocol -----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -707,41 +710,50 @@ class FastSparrowDrafter(SparrowDrafter):
         if n + 1 > self.max_len:
             raise ValueError(f"the prompt has {n} text positions to feed but the draft cache holds {self.max_len}: "
                              f"raise max_len")
-        if n:
+        if n and e.kernels and self._use_graphs and n <= PREFILL_STEPS * min(PREFILL_T, self.max_step):
+            self._feed_graphs(ids, feed.numpy(), hp)
+        elif n:
             self._prefill(ids[feed], hp[(feed - 1).to(hp.device)], self._three(self._prompt_pos[:, feed]))
             self._cache_index.extend(feed.tolist())
         self._pending = _Pending(tokens=[first_token], hidden=[hp[L - 1]], index=[L])
         self._block = (self._pending, hp[L - 1:L])
 
-    def _prefill(self, ids: torch.Tensor, hidden: torch.Tensor, pos3: torch.Tensor) -> None:
-        """Feed prompt text positions in causal chunks (their ĥ are not needed).
+    def _feed_graphs(self, ids: torch.Tensor, feed: np.ndarray, hp: torch.Tensor) -> None:
+        """Feed the prompt text positions ``feed`` through the one captured T-step graph (kernel path).
 
-        On the kernel path with graphs, a prompt of at most ``PREFILL_STEPS * T`` text positions
-        (``T = min(PREFILL_T, max_step)``) goes through the one captured T-step graph, one launch per
-        chunk of T: a short last chunk is padded to T (token 0, zero state, its last position
-        repeated). The padding's K/V land in slots past the cache's length, which the kernels never
-        read (they attend over exactly ``[0, slot + T)`` of the step that writes there first), and the
-        padded rows come after the real ones, which attend causally. Longer prompts, and every other
-        path, run eagerly in ``prefill_chunk`` chunks.
+        ``T = min(PREFILL_T, max_step)``; one launch per chunk of T, a short last chunk padded to T
+        (token 0, its last position repeated; its state rows keep whatever the buffer held: finite
+        values that only the padded rows read). The padding's K/V land in slots past the cache's
+        length, which the kernels never read (they attend over exactly ``[0, slot + T)`` of the step
+        that writes there first), and the padded rows come after the real ones, which attend
+        causally. The token ids and positions are laid out on the host (numpy) and the target's
+        states gathered straight into the step's state buffer: a handful of host operations per
+        request. Their ĥ are not needed.
         """
+        step = min(PREFILL_T, self.max_step)
+        rows = self._prompt_pos.numpy()[:, feed]
+        if rows.shape[0] == 1:
+            rows = np.repeat(rows, 3, 0)
+        toks = ids.numpy()[feed]
+        src = torch.from_numpy(feed - 1).to(hp.device)  # the previous position's state feeds each token
+        n = int(feed.size)
+        for c in range(0, n, step):
+            t = min(step, n - c)
+            start = self.cache.length
+            pad = step - t if start + step <= self.max_len else 0
+            _, hid = self._arena(t + pad)
+            hid[:t].copy_(hp.index_select(0, src[c:c + t]))
+            pos = np.concatenate([rows[:, c:c + t], np.repeat(rows[:, c + t - 1:c + t], pad, 1)], 1)
+            self._load(toks[c:c + t].tolist() + [0] * pad, None, pos.tolist(), start, [0, 0, 0])
+            self._run(t + pad, start + t + pad, 1)
+            self.cache.length = start + t
+        self._cache_index.extend(feed.tolist())
+
+    def _prefill(self, ids: torch.Tensor, hidden: torch.Tensor, pos3: torch.Tensor) -> None:
+        """Feed prompt text positions eagerly in causal chunks of ``prefill_chunk`` (their ĥ are not
+        needed); the kernel path with graphs uses :meth:`_feed_graphs` instead."""
         e = self._eng
         m = self.model
-        n = ids.shape[0]
-        step = min(PREFILL_T, self.max_step)
-        if e.kernels and self._use_graphs and n <= PREFILL_STEPS * step:
-            ids_l, rows = ids.tolist(), self._three(pos3).tolist()
-            for c in range(0, n, step):
-                t = min(step, n - c)
-                start = self.cache.length
-                pad = step - t if start + step <= self.max_len else 0
-                hid = hidden[c:c + t]
-                if pad:
-                    hid = torch.cat([hid, hid.new_zeros(pad, hid.shape[1])])
-                self._load(ids_l[c:c + t] + [0] * pad, hid, [r[c:c + t] + [r[c + t - 1]] * pad for r in rows],
-                           start, [0, 0, 0])
-                self._run(t + pad, start + t + pad, 1)
-                self.cache.length = start + t
-            return
         ids = ids.to(e.device)
         pos3 = pos3.to(e.device)
         n = ids.shape[0]
