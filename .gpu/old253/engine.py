@@ -1,0 +1,311 @@
+"""The speculative decoding loop (ALGORITHMS.md section 1), written out in one place.
+
+Usage::
+
+    from vidspec.decoding import SpeculativeDecoder, load_target, ModelDrafter, StrictVerifier
+    target = load_target("tiny-qwen2.5-vl")
+    draft = ModelDrafter(load_target("tiny-qwen2.5-vl-draft"))
+    dec = SpeculativeDecoder(target, draft, StrictVerifier(), k=4)
+    result = dec.generate(Request("Describe the video.", clip), max_new_tokens=64)
+    print(result.text, result.tau)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from vidspec.decoding.drafters import NoDrafter
+from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.types import (
+    Decision,
+    Drafter,
+    GenerationResult,
+    Proposal,
+    Request,
+    StepRecord,
+    TargetModel,
+    Timings,
+    Verifier,
+    VerifyContext,
+)
+from vidspec.decoding.verifiers.strict import StrictVerifier, sample_token
+
+
+def _sync(device: torch.device) -> None:
+    # Timers must not stop while CUDA kernels are still queued (ALGORITHMS.md section 5).
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def clip_at_stop(new: list[int], eos: frozenset[int], emitted: int, max_new_tokens: int) -> tuple[list[int], str | None]:
+    """Cut a round's tokens at the first EOS (kept) or at the token budget.
+
+    Returns:
+        The tokens to emit and the finish reason ("eos", "length") or None to go on.
+    """
+    for i, t in enumerate(new):
+        if t in eos:
+            return new[: i + 1], "eos"
+    if emitted + len(new) >= max_new_tokens:
+        return new[: max_new_tokens - emitted], "length"
+    return new, None
+
+
+def collect_result(method: str, target, rounds: Iterator[tuple[list[int], StepRecord | None]], timings: dict,
+                   t0: float) -> GenerationResult:
+    """A decode's result from its rounds ``(new tokens, step record or None for prefill's token)``.
+
+    ``timings`` is filled by the rounds (prefill_s, decode_s, finish, optionally begin_s); ``t0`` is
+    when the decode started (wall time ends when the rounds do).
+    """
+    tokens: list[int] = []
+    steps: list[StepRecord] = []
+    for new, step in rounds:
+        tokens.extend(new)
+        if step is not None:
+            steps.append(step)
+    return GenerationResult(
+        method=method,
+        text=target.decode(tokens),
+        token_ids=tuple(tokens),
+        steps=tuple(steps),
+        timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"],
+                        wall_s=time.perf_counter() - t0, begin_s=timings.get("begin_s", 0.0)),
+        finish_reason=timings["finish"],
+    )
+
+
+def stream_text(decode, pieces: Iterator[list[int]]) -> Iterator[str]:
+    """Text as token batches arrive, decoded incrementally so multi-byte text stays whole.
+
+    Each batch decodes only its new tokens, prefixed by the tokens of the piece shown last (the
+    context a tokenizer needs for word-initial spaces), and yields the text beyond that context:
+    linear work in the output, not a decode of everything per batch. A batch that ends inside a
+    character (the text ends in U+FFFD) shows nothing until the character is complete.
+    """
+    tokens: list[int] = []
+    start = shown = 0  # tokens[start:shown] are the last shown piece's tokens; tokens[shown:] are new
+    context = ""  # decode(tokens[start:shown])
+    for new in pieces:
+        tokens.extend(new)
+        text = decode(tokens[start:])
+        if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the rest
+            continue
+        if len(text) > len(context):
+            yield text[len(context):]
+            start, shown = shown, len(tokens)
+            context = decode(tokens[start:shown])
+    final = decode(tokens[start:])
+    if len(final) > len(context):  # flush a trailing partial character at the end
+        yield final[len(context):]
+
+
+@dataclass
+class _Event:
+    """One chunk of output for :meth:`SpeculativeDecoder.stream`."""
+
+    token_ids: list[int]
+    step: StepRecord | None
+
+
+class SpeculativeDecoder:
+    """Draft K tokens, verify them in one target pass, keep what the verifier accepts.
+
+    Args:
+        target: the model whose output we want.
+        drafter: proposes tokens (:class:`NoDrafter` for plain autoregressive decoding).
+        verifier: decides acceptance (:class:`StrictVerifier` is lossless).
+        k: draft tokens per round (ignored for :class:`NoDrafter`).
+        method: a label carried into results ("ar", "sd", "lvspec", ...).
+        device_rounds: for greedy requests, when the drafter can leave its tokens on the device
+            (``propose_device``/``set_draft``, :class:`~vidspec.decoding.fast.FastSparrowDrafter`) and the
+            target can verify them there (``verify_device``, :class:`~vidspec.decoding.fast.FastTarget`),
+            launch the draft and the verify step back to back with no host synchronisation between
+            them; the draft tokens come back with the acceptance (one synchronisation per round).
+            Decisions are the same; only the per-round split changes meaning (``draft_s`` is then the
+            host time of the draft's launch and ``verify_s`` includes the draft's device time).
+    """
+
+    def __init__(self, target: TargetModel, drafter: Drafter | None = None, verifier: Verifier | None = None,
+                 k: int = 4, method: str | None = None, device_rounds: bool = True):
+        self.target = target
+        self.device_rounds = device_rounds
+        self.drafter = drafter or NoDrafter()
+        self.verifier = verifier or StrictVerifier()
+        if k < 0:
+            raise ValueError(f"k must be >= 0, got {k}")
+        self.k = 0 if isinstance(self.drafter, NoDrafter) else k
+        self.method = method or ("ar" if self.k == 0 else "sd")
+        # A need the target cannot meet would otherwise surface mid-generation as a None output.
+        provides = getattr(target, "provides", None)
+        if provides is not None:
+            for role, part in (("drafter", self.drafter), ("verifier", self.verifier)):
+                missing = frozenset(part.need) - provides
+                if missing:
+                    raise ConfigError(
+                        f"{role} {part.name!r} needs target output(s) {', '.join(sorted(missing))}, which "
+                        f"{getattr(target, 'name', type(target).__name__)!r} does not compute "
+                        f"(it provides {', '.join(sorted(provides))})"
+                    )
+
+    def _generator(self, max_new_tokens: int, temperature: float, top_p: float,
+                   seed: int | None) -> torch.Generator | None:
+        """Check the sampling arguments; the request's seeded RNG, or None for a greedy request."""
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        if not 0.0 < top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+        if temperature == 0:
+            return None
+        generator = torch.Generator(device="cpu")
+        generator.manual_seed(0 if seed is None else seed)
+        return generator
+
+    @contextlib.contextmanager
+    def _drafting_as(self, temperature: float, top_p: float, generator: torch.Generator | None) -> Iterator[None]:
+        """For one request, a drafter with a ``temperature`` drafts at the request's settings.
+
+        Drafters are built before any request is known (``build_decoder(..., temperature=...)``),
+        but the verifier works at each request's temperature and top-p. Drafting at the same ones
+        keeps acceptance high both ways: greedy drafts for a greedy request (no wasted samples),
+        sampled drafts with their distributions q for a sampling request (strict rejection sampling
+        needs q; top-p as the verifier's). The request's RNG is shared, so a seed fixes drafts and
+        target samples together. The drafter's own ``temperature``, ``top_p`` and ``generator``
+        come back afterwards (also after an error), so one decoder serves greedy and sampling
+        requests alternately. Every drafter here reads these attributes afresh in each
+        ``propose`` (greedy and sampling paths keep the same cache bookkeeping), so a change
+        between requests is safe. A drafter without ``temperature`` (NoDrafter, scripted ones) is
+        left alone.
+        """
+        drafter = self.drafter
+        if not hasattr(drafter, "temperature"):
+            yield
+            return
+        wanted = {"temperature": temperature, "top_p": top_p, "generator": generator}
+        saved = {name: getattr(drafter, name) for name in wanted if hasattr(drafter, name)}
+        try:
+            for name in saved:
+                setattr(drafter, name, wanted[name])
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(drafter, name, value)
+
+    def _events(self, request: Request, max_new_tokens: int, temperature: float, top_p: float,
+                generator: torch.Generator | None, timings: dict) -> Iterator[_Event]:
+        target, drafter, verifier = self.target, self.drafter, self.verifier
+        device = target.device
+        eos = target.eos_token_ids
+        need_verify = frozenset(drafter.need | verifier.need)
+        need_prefill = need_verify | ({"visual"} if "mid" in verifier.need else frozenset())
+
+        _sync(device)
+        t0 = time.perf_counter()
+        state = target.prefill(request, need_prefill)
+        first = sample_token(state.first_logits, temperature, top_p, generator)
+        _sync(device)
+        t1 = time.perf_counter()
+        timings["prefill_s"] = t1 - t0
+        yield _Event([first], None)
+        emitted = 1
+        if first in eos or emitted >= max_new_tokens:
+            timings["finish"] = "eos" if first in eos else "length"
+            timings["decode_s"] = 0.0
+            return
+
+        drafter.begin(target, state, first)
+        # Once per request (not per round): the drafter's prompt feed is timed on its own, so it
+        # does not land in the first round's draft_s.
+        _sync(device)
+        timings["begin_s"] = time.perf_counter() - t1
+        ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
+        on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))
+                     and callable(getattr(target, "verify_device", None)))
+        max_draft = getattr(drafter, "max_draft", self.k)  # a FastModelDrafter drafts any k on the device
+        x_last = first
+        k = min(self.k, max_new_tokens - emitted - 1)  # a round emits at most k + 1: never draft past the budget
+        ts = time.perf_counter()
+        toks = drafter.propose_device(k) if on_device and 1 <= k <= max_draft else None  # type: ignore[attr-defined]
+        while True:
+            if toks is not None:  # this round's draft is on the device already (launched after the last commit)
+                tv = time.perf_counter()
+                out = target.verify_device(state, x_last, toks, need_verify)  # type: ignore[attr-defined]
+                proposal = Proposal(tuple(out.draft_tokens()))  # the round's one synchronisation
+                drafter.set_draft(list(proposal.tokens))  # type: ignore[attr-defined]
+            else:
+                proposal = drafter.propose(k)
+                _sync(device)
+                tv = time.perf_counter()
+                out = target.verify(state, [x_last, *proposal.tokens], need_verify)
+            decision: Decision = verifier.verify(proposal, out, ctx)
+            n = decision.n_accepted
+            # The cache covers x_last + d_1..d_K; keep x_last + d_1..d_n (next_token is not in it).
+            target.rollback(state, state.length - len(proposal.tokens) + n)
+            drafter.commit(n, decision.next_token, out)
+            if toks is None:
+                _sync(device)  # a device round was read back in full above; a host round may have work queued
+            te = time.perf_counter()
+            new, stop = clip_at_stop([*proposal.tokens[:n], decision.next_token], eos, emitted, max_new_tokens)
+            x_last = decision.next_token
+            toks = None
+            if stop is None:
+                # Launch the next round's draft before this round's bookkeeping: the GPU drafts meanwhile.
+                k = min(self.k, max_new_tokens - emitted - len(new) - 1)
+                if on_device and 1 <= k <= max_draft:
+                    toks = drafter.propose_device(k)  # type: ignore[attr-defined]
+            kinds = decision.kinds[: len(new)]
+            step = StepRecord(
+                drafted=len(proposal.tokens),
+                accepted=n,
+                emitted=len(new),
+                loose_accepted=sum(k_ == "loose" for k_ in kinds),
+                shift_accepted=sum(k_ == "shift" for k_ in kinds),
+                draft_s=tv - ts,
+                verify_s=te - tv,
+            )
+            ts = te  # the next round starts where this one ended (its draft launch and this bookkeeping count in it)
+            emitted += len(new)
+            yield _Event(new, step)
+            if stop is not None:
+                timings["finish"] = stop
+                timings["decode_s"] = time.perf_counter() - t1
+                return
+
+    @torch.inference_mode()
+    def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+                 seed: int | None = None) -> GenerationResult:
+        """Decode one request to the end.
+
+        Args:
+            request: video + prompt.
+            max_new_tokens: hard cap on emitted tokens (the first, from prefill, included).
+            temperature: 0 for greedy; > 0 samples (strict verification stays lossless in
+                distribution). A drafter with a ``temperature`` drafts at this one (and ``top_p``)
+                for this call, whatever it was built with.
+            top_p: nucleus mass when sampling.
+            seed: seeds the sampling RNG (shared with a sampling drafter).
+        """
+        generator = self._generator(max_new_tokens, temperature, top_p, seed)
+        timings: dict = {}
+        t0 = time.perf_counter()
+        with self._drafting_as(temperature, top_p, generator):
+            events = self._events(request, max_new_tokens, temperature, top_p, generator, timings)
+            return collect_result(self.method, self.target, ((ev.token_ids, ev.step) for ev in events), timings, t0)
+
+    @torch.inference_mode()
+    def stream(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
+               seed: int | None = None) -> Iterator[str]:
+        """Yield text pieces as rounds finish (decoded incrementally by :func:`stream_text`)."""
+        generator = self._generator(max_new_tokens, temperature, top_p, seed)
+        # The drafter's settings come back when the stream ends or is closed (an abandoned stream:
+        # when it is garbage-collected); interleaving two streams of one decoder is not supported.
+        with self._drafting_as(temperature, top_p, generator):
+            events = self._events(request, max_new_tokens, temperature, top_p, generator, {})
+            yield from stream_text(self.target.decode, (ev.token_ids for ev in events))
