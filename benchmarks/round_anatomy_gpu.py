@@ -163,7 +163,8 @@ def instrument(dec, timers: HostTimers) -> None:
     timers.wrap(d, "propose", "drafter.propose")
     timers.wrap(d, "commit", "drafter.commit")
     timers.wrap(chain, "_start_prompt", "drafter._start_prompt")
-    timers.wrap(chain, "_prefill", "drafter._prefill (prompt feed)")
+    timers.wrap(chain, "_prefill", "drafter._prefill (eager prompt feed)")
+    timers.wrap(chain, "_feed_graphs", "drafter._feed_graphs (prompt feed, graphs)")
     timers.wrap(chain, "_load", "drafter._load (inputs)")
     timers.wrap(chain, "_run", "drafter._run (chain launch)", key=lambda a: f"T={a[0]} k={a[2] if len(a) > 2 else 1}")
     timers.wrap(d, "_post", "tree._post")
@@ -276,7 +277,8 @@ def main(argv=None) -> int:
             t, k = (int(x.split("=")[1]) for x in key.split())
             match = [v for g, v in costs.items() if g.startswith(f"draft chain T={t} k={k}")]
             gpu += n * (match[0]["gpu_ms"] if match else 0.0)
-        prompt_feed = host.get("drafter._prefill (prompt feed)", {}).get("calls", 0)
+        prompt_feed = sum(host.get(f"drafter.{n}", {}).get("calls", 0)
+                          for n in ("_prefill (eager prompt feed)", "_feed_graphs (prompt feed, graphs)"))
         r["gpu_ms_per_round_from_graphs"] = gpu / max(1, r["rounds"]) if "tree" not in name else None
         r["prompt_feed_calls"] = prompt_feed
 
