@@ -441,16 +441,16 @@ class TreeSpeculativeDecoder:
         x_last = first
         on_device = (self.device_rounds and callable(getattr(drafter, "propose_tree_device", None))
                      and callable(getattr(target, "verify_tree_device", None)))
+        depth = max(0, min(self.depth, max_new_tokens - emitted - 1))
+        ts = time.perf_counter()
+        # Growth, rerank and the verify inputs stay on the device; the next round's growth is launched
+        # right after this round's commit (before its bookkeeping), as SpeculativeDecoder does for chains.
+        dtree = drafter.propose_tree_device(depth, self.top_k, self.total_tokens) if on_device and depth > 0 else None  # type: ignore[attr-defined]
         while True:
-            ts = time.perf_counter()
-            remaining = max_new_tokens - emitted
-            depth = max(0, min(self.depth, remaining - 1))
-            if on_device and depth > 0:
-                # Growth, rerank and the verify inputs stay on the device; one synchronisation reads it all.
-                dtree = drafter.propose_tree_device(depth, self.top_k, self.total_tokens)  # type: ignore[attr-defined]
+            if dtree is not None:
                 tv = time.perf_counter()
                 out, (tokens, parents, scores, argmax) = target.verify_tree_device(  # type: ignore[attr-defined]
-                    state, x_last, dtree, need_verify)
+                    state, x_last, dtree, need_verify)  # one synchronisation reads it all
             else:
                 tree = drafter.propose_tree(depth, self.top_k, self.total_tokens) if depth > 0 else DraftTree((), (), ())
                 sync()
@@ -480,15 +480,22 @@ class TreeSpeculativeDecoder:
             target.commit_tree(state, path[: n + 1])
             accepted = list(proposal.tokens[:n])
             drafter.commit(accepted, decision.next_token, chain)  # chain: the target's rows of the path
-            sync()
+            if dtree is None:
+                sync()  # a device round was read back in full above; its commit's work is queued in order
             te = time.perf_counter()
             new, stop = clip_at_stop([*accepted, decision.next_token], eos, emitted, max_new_tokens)
+            x_last = decision.next_token
+            dtree = None
+            if stop is None:
+                depth = max(0, min(self.depth, max_new_tokens - emitted - len(new) - 1))
+                if on_device and depth > 0:
+                    dtree = drafter.propose_tree_device(depth, self.top_k, self.total_tokens)  # type: ignore[attr-defined]
             kinds = decision.kinds[: len(new)]
             step = StepRecord(drafted=len(tokens) - 1, accepted=n, emitted=len(new),
                               loose_accepted=sum(k == "loose" for k in kinds),
                               shift_accepted=sum(k == "shift" for k in kinds), draft_s=tv - ts, verify_s=te - tv)
+            ts = te  # the next round starts where this one ended
             emitted += len(new)
-            x_last = decision.next_token
             yield new, step
             if stop is not None:
                 timings.update(finish=stop, decode_s=time.perf_counter() - t1)
