@@ -1,6 +1,6 @@
 # session 8, call 4 (x2, fresh): side by side on the committed release, the round anatomy at HEAD (GPU0: begin with
 # fewer host operations, no sync after begin) and at 253986f (GPU1: the code of calls 1-3); then the kernel-path
-# GPU tests at HEAD on GPU0.
+# GPU tests at HEAD on GPU0. The .gpu/old253 files (not committed) are `git show 253986f:packages/decoding/src/vidspec/decoding/F`.
 source .gpu/s4setup.sh; date
 X=$PWD/runs/x10; mkdir -p $X
 rm -rf /tmp/old && mkdir -p /tmp/old && cp -r /tmp/site/vidspec /tmp/old/
