@@ -27,10 +27,8 @@ from pathlib import Path
 
 import torch
 
-
-def _shape(text: str) -> dict[str, int]:
-    total, depth, top_k = (int(x) for x in text.split("-"))
-    return {"total_tokens": total, "depth": depth, "top_k": top_k}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testbed_common import round_decoders, warm_up  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -47,10 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results/device_rounds")
     args = ap.parse_args(argv)
 
-    from vidspec.decoding.methods import as_fast, build_decoder, tree_fast_options
-    from vidspec.decoding.models import load_target
     from vidspec.evaluation.benchmarks.registry import load_benchmark
-    from vidspec.evaluation.runner import capture_fast_graphs, decode_sample, git_info, machine_info
+    from vidspec.evaluation.runner import decode_sample, git_info, machine_info
 
     samples = load_benchmark("synthvid_captions", args.data, split=args.split, limit=args.limit + 1)
     if len(samples) < 2:
@@ -58,20 +54,9 @@ def main(argv=None) -> int:
         return 2
     ks = [int(k) for k in args.k.split(",") if k.strip()]
     trees = [t.strip() for t in args.trees.split(",") if t.strip()]
-    opts = tree_fast_options({}, max(_shape(t)["total_tokens"] for t in trees)) if trees else None
-    tgt = as_fast(load_target(args.target, device=args.device), opts)
+    decs = round_decoders(args.target, args.sparrow, args.device, ks, trees)
     n_new = args.max_new_tokens
-    decs = {"ar": build_decoder("ar", target=tgt, engine="fast", device=args.device)}
-    for k in ks:
-        decs[f"sparrow_k{k}"] = build_decoder("sparrow", target=tgt, draft=args.sparrow, engine="fast",
-                                              device=args.device, k=k)
-    for t in trees:
-        decs[f"tree_{t}"] = build_decoder("tree-sparrow", target=tgt, draft=args.sparrow, engine="fast",
-                                          device=args.device, tree=_shape(t))
-    for dec in decs.values():  # warm-up decode, then every graph the timed decodes can meet
-        decode_sample(dec, samples[0], n_new)
-        capture_fast_graphs(dec, n_new)
-        decode_sample(dec, samples[0], n_new)
+    warm_up(decs, samples[0], n_new)
     runs: dict[str, list] = {"ar": []}
     for s in samples[1:]:
         r_ar, _, _ = decode_sample(decs["ar"], s, n_new)

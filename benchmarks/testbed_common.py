@@ -36,3 +36,38 @@ def caption_rows(data: str | Path, split: str, limit: int, style: str | None = N
             seen.add(r["video"])
             rows.append(r)
     return rows
+
+
+def tree_shape(text: str) -> dict[str, int]:
+    """A tree shape ``TOTAL-DEPTH-TOPK`` (e.g. ``48-8-8``) as ``build_decoder``'s ``tree`` argument."""
+    total, depth, top_k = (int(x) for x in text.split("-"))
+    return {"total_tokens": total, "depth": depth, "top_k": top_k}
+
+
+def round_decoders(target: str, sparrow: str, device: str, ks: list[int], trees: list[str]) -> dict:
+    """``ar``, ``sparrow_k<K>`` per K and ``tree_<shape>`` per tree shape on one fast-engine target.
+
+    The target's tree options fit the largest tree. Returns the decoders by name.
+    """
+    from vidspec.decoding.methods import as_fast, build_decoder, tree_fast_options
+    from vidspec.decoding.models import load_target
+
+    opts = tree_fast_options({}, max(tree_shape(t)["total_tokens"] for t in trees)) if trees else None
+    tgt = as_fast(load_target(target, device=device), opts)
+    decs = {"ar": build_decoder("ar", target=tgt, engine="fast", device=device)}
+    for k in ks:
+        decs[f"sparrow_k{k}"] = build_decoder("sparrow", target=tgt, draft=sparrow, engine="fast", device=device, k=k)
+    for t in trees:
+        decs[f"tree_{t}"] = build_decoder("tree-sparrow", target=tgt, draft=sparrow, engine="fast", device=device,
+                                          tree=tree_shape(t))
+    return decs
+
+
+def warm_up(decs: dict, sample, max_new_tokens: int) -> None:
+    """Each decoder's untimed warm-up decode, then every graph its timed decodes can meet (as ``vidspec eval``)."""
+    from vidspec.evaluation.runner import capture_fast_graphs, decode_sample
+
+    for dec in decs.values():
+        decode_sample(dec, sample, max_new_tokens)
+        capture_fast_graphs(dec, max_new_tokens)
+        decode_sample(dec, sample, max_new_tokens)
