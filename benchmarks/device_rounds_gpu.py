@@ -28,21 +28,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from testbed_common import round_decoders, warm_up  # noqa: E402
+from testbed_common import add_round_args, round_decoders, warm_up  # noqa: E402
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--sparrow", required=True)
-    ap.add_argument("--data", required=True, help="a SynthVid-format dataset folder")
-    ap.add_argument("--split", default="validation")
-    ap.add_argument("--limit", type=int, default=10)
-    ap.add_argument("--k", default="4", help="chain K values, comma-separated (one Sparrow decoder each)")
-    ap.add_argument("--trees", default="", help="tree-sparrow shapes total-depth-top_k, comma-separated (e.g. 32-6-6)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--out", default="benchmarks/results/device_rounds")
+    add_round_args(ap, limit=10, k="4", out="benchmarks/results/device_rounds")
     args = ap.parse_args(argv)
 
     from vidspec.evaluation.benchmarks.registry import load_benchmark

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from testbed_common import round_decoders, warm_up  # noqa: E402
+from testbed_common import add_round_args, round_decoders, warm_up  # noqa: E402
 
 
 class HostTimers:
@@ -171,16 +171,7 @@ def instrument(dec, timers: HostTimers) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--sparrow", required=True)
-    ap.add_argument("--data", required=True, help="a SynthVid-format dataset folder")
-    ap.add_argument("--split", default="validation")
-    ap.add_argument("--limit", type=int, default=12)
-    ap.add_argument("--k", default="4,8", help="chain K values, comma-separated (one Sparrow decoder each)")
-    ap.add_argument("--trees", default="", help="tree-sparrow shapes total-depth-top_k, comma-separated (e.g. 48-8-8)")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--out", default="benchmarks/results/round_anatomy")
+    add_round_args(ap, limit=12, k="4,8", out="benchmarks/results/round_anatomy")
     args = ap.parse_args(argv)
     if not args.device.startswith("cuda") or not torch.cuda.is_available():
         print("round_anatomy_gpu.py times CUDA graphs: it needs --device cuda on a machine with a GPU", file=sys.stderr)

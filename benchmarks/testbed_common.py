@@ -38,6 +38,20 @@ def caption_rows(data: str | Path, split: str, limit: int, style: str | None = N
     return rows
 
 
+def add_round_args(ap: argparse.ArgumentParser, *, limit: int, k: str, out: str) -> None:
+    """The flags of the round benchmarks: the releases, the data, ``--k`` chain lengths, ``--trees`` shapes."""
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--sparrow", required=True)
+    ap.add_argument("--data", required=True, help="a SynthVid-format dataset folder")
+    ap.add_argument("--split", default="validation")
+    ap.add_argument("--limit", type=int, default=limit)
+    ap.add_argument("--k", default=k, help="chain K values, comma-separated (one Sparrow decoder each)")
+    ap.add_argument("--trees", default="", help="tree-sparrow shapes total-depth-top_k, comma-separated (e.g. 48-8-8)")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", default=out)
+
+
 def tree_shape(text: str) -> dict[str, int]:
     """A tree shape ``TOTAL-DEPTH-TOPK`` (e.g. ``48-8-8``) as ``build_decoder``'s ``tree`` argument."""
     total, depth, top_k = (int(x) for x in text.split("-"))
