@@ -273,6 +273,7 @@ class SpeculativeDecoder:
             emitted += len(new)
             yield _Event(new, step)
             if stop is not None:
+                _sync(device)  # the last commit's device work (if any) counts in the decode
                 timings["finish"] = stop
                 timings["decode_s"] = time.perf_counter() - t1
                 return

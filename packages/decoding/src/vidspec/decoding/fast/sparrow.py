@@ -734,7 +734,7 @@ class FastSparrowDrafter(SparrowDrafter):
         rows = self._prompt_pos.numpy()[:, feed]
         if rows.shape[0] == 1:
             rows = np.repeat(rows, 3, 0)
-        toks = ids.numpy()[feed]
+        toks = ids.cpu().numpy()[feed]
         src = torch.from_numpy(feed - 1).to(hp.device)  # the previous position's state feeds each token
         n = int(feed.size)
         for c in range(0, n, step):
