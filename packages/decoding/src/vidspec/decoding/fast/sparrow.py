@@ -12,22 +12,23 @@ arguments plus engine options, same ``from_pretrained``, same begin/propose/comm
   with the target's penultimate states, or one draft token with the draft's own ĥ) go through
   embed -> fuse with the previous hidden state -> the decoder layer over the cached text positions
   (the functions of :mod:`vidspec.decoding.fast.lm`, which match HF's numerics) -> head norm -> LM
-  head -> argmax. All step inputs live in per-``T`` static buffers (an int64 *arena* and a hidden
-  buffer), and every step ends by writing the inputs of the next single-token step (its own argmax,
-  its ĥ, the next slot and position) into the ``T = 1`` buffers, so
+  head -> argmax. The first step's inputs live in per-``T`` static buffers (an int64 *arena* and a
+  hidden buffer). A chained step on the kernel path takes the previous step's argmax and ĥ as they
+  are (:meth:`FastSparrowDrafter._chain_kernels`); a single step, and every step of the SDPA path,
+  ends by writing the inputs of the next single-token step into the ``T = 1`` buffers;
 - two ways to run a step: on CUDA with Triton (and a power-of-two head dim) the *kernel path*:
   the Triton RoPE/KV-write and split-K attention kernels of :mod:`vidspec.decoding.fast.kernels`
   (attention over exactly the valid cache, so no buckets), the draft layer's q/k/v and gate/up
   weights fused into single buffers, and two compiled (``torch.compile``) pieces around them (embed + fuse +
-  RoPE tables + norm + q/k/v; o-proj + MLP + head norm + LM head + argmax): ~23 kernels per step.
+  RoPE tables + norm + q/k/v; o-proj + MLP + head norm + LM head + argmax): ~14 kernels per
+  chained step, ~35 us of GPU time on the H200 (docs/RESULTS.md section 15).
   Otherwise the SDPA path: attention over the cache up to a multiple of ``bucket`` slots with a
   mask hiding slots past each query;
 - on CUDA a whole greedy proposal is **one** ``torch.cuda.CUDAGraph``: the pending T-step chained
   with K - 1 single-token steps on the device, one graph per ``(T, k, bucket)`` (bucket 0 on the
-  kernel path). A round is then one host-to-device copy of its inputs, one graph launch and one
-  host synchronisation to read the K tokens back. (On the H200 a graph launch costs ~1.5-3 us of
-  host time per kernel node, so launches, not kernels, bounded the small testbed's rounds: see
-  docs/RESULTS.md section 10.) A graph is captured the first time its key is met;
+  kernel path). A round is then one host-to-device copy of its inputs, one graph launch (5-25 us of
+  host time on the H200) and one host synchronisation to read the K tokens back. A graph is
+  captured the first time its key is met;
   :meth:`FastSparrowDrafter.warmup` captures all that rounds of K tokens can meet ahead of time, so
   no capture lands inside a timed decode.
 
