@@ -160,6 +160,8 @@ def instrument(dec, timers: HostTimers) -> None:
     timers.wrap(d, "propose_tree_device", "drafter.propose_tree_device")
     timers.wrap(d, "propose", "drafter.propose")
     timers.wrap(d, "commit", "drafter.commit")
+    timers.wrap(chain, "_prepare_model", "drafter._prepare_model (begin)")
+    timers.wrap(chain, "_engine", "drafter._engine (begin, rounds)")
     timers.wrap(chain, "_start_prompt", "drafter._start_prompt")
     timers.wrap(chain, "_prefill", "drafter._prefill (eager prompt feed)")
     timers.wrap(chain, "_feed_graphs", "drafter._feed_graphs (prompt feed, graphs)")
