@@ -156,6 +156,33 @@ def test_device_rounds_match_host_rounds(tiny, clip, name):
     assert calls_on == sum(1 for s in on.steps if s.drafted > 0) and calls_off == 0
 
 
+def test_greedy_rounds_copy_the_pending_states_as_one_block(tiny, clip, monkeypatch):
+    """Every greedy round's pending states are the first rows of the last verify output (after begin: the
+    prompt's last state), taken as one block, not stacked row by row; the decode stays identical to AR."""
+    from vidspec.decoding.fast import FastStrictVerifier, FastTarget
+    from vidspec.decoding.testing import aligned_sparrow
+
+    target = tiny("tiny-llava-ov")
+    req = Request("What happens in this video?", clip)
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32)
+    drafter = FastSparrowDrafter(aligned_sparrow(target))
+    taken = []
+    real = FastSparrowDrafter._pending_hidden
+
+    def spy(self, p):
+        block = self._block
+        out = real(self, p)
+        taken.append(block is not None and out is block[1])
+        assert torch.equal(out, torch.stack(p.hidden))  # the same states either way
+        return out
+
+    monkeypatch.setattr(FastSparrowDrafter, "_pending_hidden", spy)
+    res = SpeculativeDecoder(FastTarget(target, max_len=512), drafter, FastStrictVerifier(), k=4).generate(
+        req, max_new_tokens=32)
+    assert res.token_ids == ar.token_ids
+    assert len(taken) == len(res.steps) > 2 and all(taken)
+
+
 def test_step_tail_ids_equal_host_ids(tiny, clip):
     """FastLM.step with the last ids taken from a device tensor equals the step with all ids on the host."""
     from vidspec.decoding.fast import FastTarget
