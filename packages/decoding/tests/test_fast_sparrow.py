@@ -412,6 +412,8 @@ def test_kernel_path_matches_sparrow_drafter_in_the_interpreter(tiny, clip, name
     assert all(lb == 0 for _, _, lb in keys)  # no buckets
     assert {k for _, k, _ in keys} == {1, 4}  # the prompt feed's single step and the rounds' chains
     assert {t for t, k, _ in keys if k == 1} == {PREFILL_T}  # every feed chunk padded to one T
+    # the rounds' chains ran fused (each step fed by the last one's outputs), eagerly and as "graphs"
+    assert {k for _, k in fast._eng.plans} == {k for _, k in graphed._eng.plans} == {4}
 
 
 # ---- draft vocabulary (head_ids) -------------------------------------------------------------------------
