@@ -228,10 +228,16 @@ class SpeculativeDecoder:
         on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))
                      and callable(getattr(target, "verify_device", None)))
         max_draft = getattr(drafter, "max_draft", self.k)  # a FastModelDrafter drafts any k on the device
+
+        def next_round(emitted: int):
+            """The next round's K (a round emits at most K + 1: never draft past the budget) and, for a
+            device round, its draft launched now (None: the round drafts on the host)."""
+            k = min(self.k, max_new_tokens - emitted - 1)
+            return k, (drafter.propose_device(k) if on_device and 1 <= k <= max_draft else None)  # type: ignore[attr-defined]
+
         x_last = first
-        k = min(self.k, max_new_tokens - emitted - 1)  # a round emits at most k + 1: never draft past the budget
         ts = time.perf_counter()
-        toks = drafter.propose_device(k) if on_device and 1 <= k <= max_draft else None  # type: ignore[attr-defined]
+        k, toks = next_round(emitted)
         while True:
             if toks is not None:  # this round's draft is on the device already (launched after the last commit)
                 tv = time.perf_counter()
@@ -253,12 +259,8 @@ class SpeculativeDecoder:
             te = time.perf_counter()
             new, stop = clip_at_stop([*proposal.tokens[:n], decision.next_token], eos, emitted, max_new_tokens)
             x_last = decision.next_token
-            toks = None
-            if stop is None:
-                # Launch the next round's draft before this round's bookkeeping: the GPU drafts meanwhile.
-                k = min(self.k, max_new_tokens - emitted - len(new) - 1)
-                if on_device and 1 <= k <= max_draft:
-                    toks = drafter.propose_device(k)  # type: ignore[attr-defined]
+            if stop is None:  # launch the next round's draft before this round's bookkeeping: the GPU drafts meanwhile
+                k, toks = next_round(emitted + len(new))
             kinds = decision.kinds[: len(new)]
             step = StepRecord(
                 drafted=len(proposal.tokens),

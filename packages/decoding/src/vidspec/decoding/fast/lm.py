@@ -778,8 +778,9 @@ class FastLM:
         host, host_mask = self._host[t]
         # The previous non-blocking copy out of these pinned buffers may still be queued: wait for
         # it before overwriting them (normally long done; this only orders the host writes).
-        if t in self._h2d_done:
-            self._h2d_done[t].synchronize()
+        done = self._h2d_done.get(t)
+        if done is not None:
+            done.synchronize()
         host.numpy()[:] = [start, base, offset, *host_depth, *tokens]  # no tensor made per step
         arena.copy_(host, non_blocking=True)
         if m:  # after the host copy on the same stream: the device ids overwrite the placeholders
@@ -798,7 +799,6 @@ class FastLM:
             host_mask[:, : tree_mask.shape[1]] = tree_mask
             mask.copy_(host_mask, non_blocking=True)
             self._mask_src[t] = (tree_mask, version)
-        done = self._h2d_done.get(t)
         if done is None:
             done = self._h2d_done[t] = torch.cuda.Event()
         done.record()

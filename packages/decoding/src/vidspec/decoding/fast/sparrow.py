@@ -426,21 +426,27 @@ class FastSparrowDrafter(SparrowDrafter):
 
     def _body_kernels(self, t: int) -> _StepOut:
         """The T-step through the Triton kernels (attention over exactly ``[0, slot + T)``)."""
-        e = self._eng
         arena, hid = self._arena(t)
         pos3 = arena[_HEAD:_HEAD + 3 * t].view(3, t)
         ids = arena[_HEAD + 3 * t:_HEAD + 4 * t]
+        h, logits, am = self._kernel_step(ids, hid, pos3, arena, t)
+        self._chain_next(t, h, am)
+        return _StepOut(h, logits, am)
+
+    def _kernel_step(self, ids: torch.Tensor, hid: torch.Tensor, pos3: torch.Tensor, head: torch.Tensor,
+                     t: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One kernel-path step of ``t`` tokens whose kernel arena starts ``[slot, base]`` (``head``):
+        ``(ĥ, logits, argmax)``."""
         from vidspec.decoding.fast import kernels
 
+        e = self._eng
         if t not in e.tril:
             e.tril[t] = torch.ones(t, t, dtype=torch.bool, device=e.device).tril()
         z, qkv, cos, sin = e.step_in(ids, hid, pos3)
         kc, vc = e.kv[0, 0], e.kv[0, 1]
-        q = kernels.rope_kv_write(qkv, cos, sin, kc, vc, arena, e.hq, e.hkv, e.hd)
-        a = kernels.decode_attention(q, kc, vc, e.tril[t], arena, e.scale)
-        h, logits, am = e.step_out(z, a)
-        self._chain_next(t, h, am)
-        return _StepOut(h, logits, am)
+        q = kernels.rope_kv_write(qkv, cos, sin, kc, vc, head, e.hq, e.hkv, e.hd)
+        a = kernels.decode_attention(q, kc, vc, e.tril[t], head, e.scale)
+        return e.step_out(z, a)
 
     def _chain(self, t: int, k: int, lb: int) -> _StepOut:
         """The T-step, then ``k - 1`` single-token steps each fed by the previous one's argmax (on device).
@@ -464,8 +470,6 @@ class FastSparrowDrafter(SparrowDrafter):
         :meth:`_chain_next`. The 1-arena is left as it was (the host-loop path, which reads it,
         runs chains of one step).
         """
-        from vidspec.decoding.fast import kernels
-
         e = self._eng
         arena, hid = self._arena(t)
         ids = arena[_HEAD + 3 * t:_HEAD + 4 * t]
@@ -478,16 +482,9 @@ class FastSparrowDrafter(SparrowDrafter):
         # Step j writes slot (and attends from base) arena[0] + off[j]; chained step j sees positions next_pos + j - 1.
         heads = (arena[0:1] + off)[:, None].expand(k, 2).contiguous()
         pos = (arena[3:6][None, :] + steps[:, None])[:, :, None]  # (k - 1, 3, 1)
-        kc, vc = e.kv[0, 0], e.kv[0, 1]
         ams = []
         for j in range(k):
-            tt = t if j == 0 else 1
-            if tt not in e.tril:
-                e.tril[tt] = torch.ones(tt, tt, dtype=torch.bool, device=e.device).tril()
-            z, qkv, cos, sin = e.step_in(ids, hid, pos3)
-            q = kernels.rope_kv_write(qkv, cos, sin, kc, vc, heads[j], e.hq, e.hkv, e.hd)
-            a = kernels.decode_attention(q, kc, vc, e.tril[tt], heads[j], e.scale)
-            h, logits, am = e.step_out(z, a)
+            h, logits, am = self._kernel_step(ids, hid, pos3, heads[j], t if j == 0 else 1)
             ams.append(am)
             if j < k - 1:
                 ids, hid, pos3 = am, h[-1:], pos[j]
@@ -715,7 +712,7 @@ class FastSparrowDrafter(SparrowDrafter):
             self._feed_graphs(ids, feed.numpy(), hp)
         elif n:
             self._prefill(ids[feed], hp[(feed - 1).to(hp.device)], self._three(self._prompt_pos[:, feed]))
-            self._cache_index.extend(feed.tolist())
+        self._cache_index.extend(feed.tolist())
         self._pending = _Pending(tokens=[first_token], hidden=[hp[L - 1]], index=[L])
         self._block = (self._pending, hp[L - 1:L])
 
@@ -748,7 +745,6 @@ class FastSparrowDrafter(SparrowDrafter):
             self._load(toks[c:c + t].tolist() + [0] * pad, None, pos.tolist(), start, [0, 0, 0])
             self._run(t + pad, start + t + pad, 1)
             self.cache.length = start + t
-        self._cache_index.extend(feed.tolist())
 
     def _prefill(self, ids: torch.Tensor, hidden: torch.Tensor, pos3: torch.Tensor) -> None:
         """Feed prompt text positions eagerly in causal chunks of ``prefill_chunk`` (their ĥ are not

@@ -441,11 +441,16 @@ class TreeSpeculativeDecoder:
         x_last = first
         on_device = (self.device_rounds and callable(getattr(drafter, "propose_tree_device", None))
                      and callable(getattr(target, "verify_tree_device", None)))
-        depth = max(0, min(self.depth, max_new_tokens - emitted - 1))
+
+        def next_round(emitted: int):
+            """The next round's depth (never past the budget) and, for a device round, its growth launched
+            now: growth, rerank and the verify inputs stay on the device (None: a host round)."""
+            depth = max(0, min(self.depth, max_new_tokens - emitted - 1))
+            grow = on_device and depth > 0
+            return depth, (drafter.propose_tree_device(depth, self.top_k, self.total_tokens) if grow else None)  # type: ignore[attr-defined]
+
         ts = time.perf_counter()
-        # Growth, rerank and the verify inputs stay on the device; the next round's growth is launched
-        # right after this round's commit (before its bookkeeping), as SpeculativeDecoder does for chains.
-        dtree = drafter.propose_tree_device(depth, self.top_k, self.total_tokens) if on_device and depth > 0 else None  # type: ignore[attr-defined]
+        depth, dtree = next_round(emitted)
         while True:
             if dtree is not None:
                 tv = time.perf_counter()
@@ -485,11 +490,8 @@ class TreeSpeculativeDecoder:
             te = time.perf_counter()
             new, stop = clip_at_stop([*accepted, decision.next_token], eos, emitted, max_new_tokens)
             x_last = decision.next_token
-            dtree = None
-            if stop is None:
-                depth = max(0, min(self.depth, max_new_tokens - emitted - len(new) - 1))
-                if on_device and depth > 0:
-                    dtree = drafter.propose_tree_device(depth, self.top_k, self.total_tokens)  # type: ignore[attr-defined]
+            if stop is None:  # the next growth is launched before this round's bookkeeping, as for chains
+                depth, dtree = next_round(emitted + len(new))
             kinds = decision.kinds[: len(new)]
             step = StepRecord(drafted=len(tokens) - 1, accepted=n, emitted=len(new),
                               loose_accepted=sum(k == "loose" for k in kinds),
