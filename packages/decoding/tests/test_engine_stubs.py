@@ -120,3 +120,47 @@ def test_needs_the_target_cannot_meet_are_refused():
     bare = target()
     bare.provides = None
     SpeculativeDecoder(bare, oracle_drafter(SCRIPT), LVSpecVerifier(scorer=AttentionMassScorer()), k=2)
+
+
+class PreparingDrafter(ScriptedDrafter):
+    """Records when the engine calls ``prepare`` (its prompt-side start) against ``begin`` and the first
+    token's read-back (the scripted target logs the first-logits access)."""
+
+    def __init__(self, *a, log, **kw):
+        super().__init__(*a, **kw)
+        self.log = log
+
+    def prepare(self, target, state) -> None:
+        self.log.append(("prepare", id(state)))
+
+    def begin(self, target, state, first_token: int) -> None:
+        self.log.append(("begin", id(state)))
+        super().begin(target, state, first_token)
+
+
+@pytest.mark.parametrize("first_is_eos", [False, True])
+def test_prepare_runs_in_the_prefill_before_the_first_token(first_is_eos):
+    script = [1, 3, 4] if first_is_eos else SCRIPT
+    t = target(eos=1 if first_is_eos else None, script=script)
+    log: list = []
+    seen = t.prefill
+
+    def prefill(request, need=frozenset()):
+        state = seen(request, need)
+        log.append(("prefill", id(state)))
+        return state
+
+    t.prefill = prefill
+    d = PreparingDrafter(oracle_drafter(script).propose_fn, log=log)
+    res = SpeculativeDecoder(t, d, k=3).generate(REQ, max_new_tokens=len(script))
+    sid = log[0][1]
+    if first_is_eos:  # nothing to decode: the prepared start is dropped, begin never runs
+        assert log == [("prefill", sid), ("prepare", sid)] and list(res.token_ids) == [1]
+    else:
+        assert log == [("prefill", sid), ("prepare", sid), ("begin", sid)]
+        assert list(res.token_ids) == SCRIPT
+    assert res.timings.draft_prefill_s <= res.timings.prefill_s
+    assert res.timings.draft_prefill_s > 0
+    # a drafter without prepare: nothing is timed for it
+    plain = SpeculativeDecoder(target(), oracle_drafter(SCRIPT), k=3).generate(REQ, max_new_tokens=len(SCRIPT))
+    assert plain.timings.draft_prefill_s == 0.0

@@ -33,13 +33,16 @@ ACCEPT = [0, 2, 1, 4, 3, 0, 4, 1]
 REPO = Path(__file__).resolve().parents[3]
 
 
-def lockstep(target, request, drafters, k: int = 4, rounds: int = len(ACCEPT), accept=ACCEPT):
+def lockstep(target, request, drafters, k: int = 4, rounds: int = len(ACCEPT), accept=ACCEPT, prepared=()):
     """Drive drafters through the same rounds (forced acceptance counts); return each round's proposals.
 
     The target verifies the first drafter's proposal; every drafter must propose the same tokens,
-    hold the same number of cache entries and index them the same way.
+    hold the same number of cache entries and index them the same way. The drafters in ``prepared``
+    start as the engine starts them: ``prepare`` before the first token is read, then ``begin``.
     """
     state = target.prefill(request, NEED)
+    for d in prepared:
+        d.prepare(target, state)
     x = int(state.first_logits.argmax())
     for d in drafters:
         d.begin(target, state, x)
@@ -85,6 +88,29 @@ def test_proposals_match_sparrow_drafter_round_by_round(tiny, clip, name, mode):
     assert not fast.graphs  # CPU: eager steps
     (shape,) = fast.cache_shapes()
     assert shape == (1, model.text_config.num_key_value_heads, fast.cache_length, model.layer.self_attn.head_dim)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_prepare_then_begin_equals_begin(tiny, clip, name):
+    """The engine feeds the prompt in ``prepare`` (in the prefill phase) and queues the first token in
+    ``begin``: the same cache, index and proposals as ``begin`` alone, on every path."""
+    target = tiny(name)
+    model = new_sparrow_for(target)
+    req = Request("What happens in this video?", clip)
+    alone = SparrowDrafter(model)
+    split = [SparrowDrafter(model), FastSparrowDrafter(model, max_len=256),
+             EmulatedGraphDrafter(model, max_len=128, bucket=16, max_step=3)]
+    state = target.prefill(req, NEED)
+    for d in split:  # after prepare the prompt is fed and nothing is pending yet
+        d.prepare(target, state)
+        assert d.cache_length == text_positions(target, req) - 1 and not d._pending.tokens
+    lockstep(target, req, [alone, *split], k=4, prepared=split)
+    # begin for another request than the prepared one starts that request from scratch
+    other = target.prefill(Request("Describe the video.", clip), NEED)
+    split[1].prepare(target, state)
+    split[1].begin(target, other, 5)
+    alone.begin(target, other, 5)
+    assert split[1].cache_length == alone.cache_length and split[1]._cache_index == alone._cache_index
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -50,15 +50,21 @@ def test_records_and_summary_split_decode_time(synthvid, tmp_path):
         spent = r["begin_s"] + (r["draft_ms_per_round"] + r["verify_ms_per_round"]) * r["target_passes"] / 1000
         assert spent <= r["decode_s"] + 1e-9
         assert r["drafter"] == ("NoDrafter" if r["method"] == "ar" else "FastSparrowDrafter")
+        # The prompt feed runs in the drafter's prepare, inside the prefill phase (none for AR).
+        assert 0 <= r["draft_prefill_s"] <= r["prefill_s"]
+        assert (r["draft_prefill_s"] > 0) == (r["method"] == "sparrow")
     for m in ("ar", "sparrow"):
         s = summary["methods"][m]
         assert s["draft_ms_per_round"] >= 0 and s["verify_ms_per_round"] > 0 and s["begin_ms"] >= 0
     assert summary["methods"]["sparrow"]["drafter"] == "FastSparrowDrafter"
-    assert summary["methods"]["sparrow"]["begin_ms"] > 0  # the Sparrow draft feeds the prompt's text
+    sp = summary["methods"]["sparrow"]
+    assert sp["begin_ms"] > 0 and sp["draft_prefill_ms"] > 0 and sp["prefill_ms"] > sp["draft_prefill_ms"]
+    assert summary["methods"]["ar"]["draft_prefill_ms"] == 0
 
     # Records written before these fields existed still summarise (the split is then unknown).
     old = [{k: v for k, v in r.items() if k not in ("begin_s", "draft_ms_per_round", "verify_ms_per_round",
-                                                     "drafter")} for r in records]
+                                                     "drafter", "draft_prefill_s")} for r in records]
     s = summarize(old)["sparrow"]
     assert s["draft_ms_per_round"] is None and s["begin_ms"] is None and s["drafter"] is None
+    assert s["draft_prefill_ms"] is None
     assert s["tau"] == summary["methods"]["sparrow"]["tau"]

@@ -65,11 +65,20 @@ class ModelDrafter:
         self._draft: list[int] = []
         self._seq: list[int] = []  # committed tokens after the prompt (x_last included)
         self._base = 0  # cache positions taken by the prompt
+        self._prepared: TargetState | None = None  # the request prepare() started (begin finishes it)
 
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+    def prepare(self, target: TargetModel, state: TargetState) -> None:
+        """The draft model's own prefill of the request (the prefill phase: it needs no first token)."""
         request: Request = state.request
         self._state = self.model.prefill(request) if self.prune_ratio == 0 else self._pruned_prefill(request)
         self._base = self._state.length
+        self._seq = []
+        self._prepared = state
+
+    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+        if self._prepared is not state:
+            self.prepare(target, state)
+        self._prepared = None
         self._seq = [first_token]
 
     def _pruned_prefill(self, request: Request) -> TargetState:

@@ -29,6 +29,7 @@ from vidspec.decoding.types import (
     Request,
     StepRecord,
     TargetModel,
+    TargetState,
     Timings,
     Verifier,
     VerifyContext,
@@ -60,7 +61,8 @@ def collect_result(method: str, target, rounds: Iterator[tuple[list[int], StepRe
                    t0: float) -> GenerationResult:
     """A decode's result from its rounds ``(new tokens, step record or None for prefill's token)``.
 
-    ``timings`` is filled by the rounds (prefill_s, decode_s, finish, optionally begin_s); ``t0`` is
+    ``timings`` is filled by the rounds (prefill_s, decode_s, finish, optionally begin_s and
+    draft_prefill_s); ``t0`` is
     when the decode started (wall time ends when the rounds do).
     """
     tokens: list[int] = []
@@ -75,7 +77,8 @@ def collect_result(method: str, target, rounds: Iterator[tuple[list[int], StepRe
         token_ids=tuple(tokens),
         steps=tuple(steps),
         timings=Timings(prefill_s=timings["prefill_s"], decode_s=timings["decode_s"],
-                        wall_s=time.perf_counter() - t0, begin_s=timings.get("begin_s", 0.0)),
+                        wall_s=time.perf_counter() - t0, begin_s=timings.get("begin_s", 0.0),
+                        draft_prefill_s=timings.get("draft_prefill_s", 0.0)),
         finish_reason=timings["finish"],
     )
 
@@ -111,6 +114,20 @@ class _Event:
 
     token_ids: list[int]
     step: StepRecord | None
+
+
+def prepare_drafter(drafter, target: TargetModel, state: TargetState) -> float:
+    """Run the drafter's prompt-side start (``prepare``, optional in the Drafter protocol) right after the
+    target's prefill, before the first token is read back: a Sparrow draft's prompt feed or a draft
+    VLM's own prefill. Its host work then overlaps the target's prefill still running on the device, and
+    it belongs to the prefill phase, like the draft's prompt pass in EAGLE-style decoders. Returns its
+    host seconds (reported as ``draft_prefill_s``; 0.0 for a drafter without ``prepare``)."""
+    prepare = getattr(drafter, "prepare", None)
+    if not callable(prepare):
+        return 0.0
+    t = time.perf_counter()
+    prepare(target, state)
+    return time.perf_counter() - t
 
 
 class SpeculativeDecoder:
@@ -209,6 +226,7 @@ class SpeculativeDecoder:
         _sync(device)
         t0 = time.perf_counter()
         state = target.prefill(request, need_prefill)
+        timings["draft_prefill_s"] = prepare_drafter(drafter, target, state)
         first = sample_token(state.first_logits, temperature, top_p, generator)
         _sync(device)
         t1 = time.perf_counter()
@@ -221,8 +239,8 @@ class SpeculativeDecoder:
             return
 
         drafter.begin(target, state, first)
-        # Once per request: the host's time in the drafter's begin (its prompt feed is queued on the
-        # device, not waited for: that GPU work runs under the first round, which launches behind it).
+        # Once per request: the host's time in the drafter's begin (the first token's part of its
+        # start; the prompt's part ran in prepare, in the prefill phase).
         timings["begin_s"] = time.perf_counter() - t1
         ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
         on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))

@@ -543,6 +543,7 @@ class SparrowDrafter:
         self.cache = None
         self._pending = _Pending()
         self._draft: list[int] = []
+        self._prepared: TargetState | None = None  # the request prepare() started (begin finishes it)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, target: TargetModel | None = None, *,
@@ -621,7 +622,12 @@ class SparrowDrafter:
         self._n_text_prompt = int(text_idx.numel())
         return ids, L, text_idx[text_idx >= 1]
 
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+    @torch.inference_mode()
+    def prepare(self, target: TargetModel, state: TargetState) -> None:
+        """The request's prompt-side start: feed the prompt's text positions (everything ``begin`` does
+        that does not need the first token). Engines call it right after the target's prefill, before
+        the first token is read back, so its host work runs while the prefill is still on the device
+        (its time counts in the prefill phase). ``begin`` calls it when it was not called for ``state``."""
         from transformers import DynamicCache
 
         model = self.model
@@ -632,8 +638,17 @@ class SparrowDrafter:
         hp = state.prompt_hidden_penult
         if feed.numel():
             self._forward(ids[feed].tolist(), hp[(feed - 1).to(hp.device)], feed.tolist())
-        self._pending = _Pending(tokens=[first_token], hidden=[hp[L - 1]], index=[L])
+        self._pending = _Pending()
         self._draft = []
+        self._prepared = state
+
+    @torch.inference_mode()
+    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+        if getattr(self, "_prepared", None) is not state:
+            self.prepare(target, state)
+        self._prepared = None
+        L = self._prompt_len
+        self._pending = _Pending(tokens=[first_token], hidden=[state.prompt_hidden_penult[L - 1]], index=[L])
 
     def _forward(self, tokens: list[int], hidden: torch.Tensor, index: list[int]) -> torch.Tensor:
         """Append entries to the draft cache; returns their ``(n, d)`` ĥ."""

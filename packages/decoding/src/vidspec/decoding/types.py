@@ -271,10 +271,12 @@ class StepRecord:
 class Timings:
     """Seconds spent, split as ALGORITHMS.md section 5 asks (prefill vs decode).
 
-    ``begin_s`` is the part of ``decode_s`` the host spends in the drafter's ``begin`` (e.g. a Sparrow
-    draft feeding the prompt's text positions; GPU work it queues runs under the first round); each
-    round's draft and verify seconds are in the :class:`StepRecord` s, so
-    ``begin_s + sum(draft_s + verify_s) <= decode_s``.
+    ``draft_prefill_s`` is the part of ``prefill_s`` the host spends in the drafter's optional
+    ``prepare`` (its prompt-side start: a Sparrow draft feeding the prompt's text positions, a draft
+    VLM's own prefill), run before the first token is read back so that it overlaps the target's
+    prefill on the device. ``begin_s`` is the part of ``decode_s`` the host spends in the drafter's
+    ``begin`` (what needs the first token); each round's draft and verify seconds are in the
+    :class:`StepRecord` s, so ``begin_s + sum(draft_s + verify_s) <= decode_s``.
     """
 
     video_s: float = 0.0
@@ -282,6 +284,7 @@ class Timings:
     decode_s: float = 0.0
     wall_s: float = 0.0
     begin_s: float = 0.0
+    draft_prefill_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,9 @@ class SampleRecord(TypedDict):
     sample's metric are None.
 
     Where decode time goes (fields added later; records written before them lack them):
-    ``begin_s`` is the part of ``decode_s`` spent in the drafter's ``begin`` (prompt feed),
+    ``begin_s`` is the part of ``decode_s`` spent in the drafter's ``begin``; ``draft_prefill_s`` the
+    part of ``prefill_s`` spent in its ``prepare`` (the prompt feed, since 2026-12-01; before, it was
+    in ``begin``),
     ``draft_ms_per_round``/``verify_ms_per_round`` the mean milliseconds per round of ``propose``
     and of verification (target pass, decision, rollback, commit), None without rounds; the rest of
     ``decode_s`` is the engine's own per-round bookkeeping. ``drafter`` is the drafter's class.
@@ -99,6 +101,7 @@ class SampleRecord(TypedDict):
     fact_hallucinations: int | None
     hallucinated: list[str]
     begin_s: NotRequired[float]
+    draft_prefill_s: NotRequired[float]
     draft_ms_per_round: NotRequired[float | None]
     verify_ms_per_round: NotRequired[float | None]
     drafter: NotRequired[str]
@@ -143,6 +146,8 @@ class MethodSummary(TypedDict):
     loose_accepted: int
     shift_accepted: int
     begin_ms: NotRequired[float | None]
+    draft_prefill_ms: NotRequired[float | None]
+    prefill_ms: NotRequired[float | None]
     draft_ms_per_round: NotRequired[float | None]
     verify_ms_per_round: NotRequired[float | None]
     drafter: NotRequired[str | None]
@@ -385,7 +390,9 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
 def round_split(records: list[dict]) -> dict[str, Any]:
     """Where one method's decode time goes, from the records that carry the split.
 
-    ``begin_ms``: mean per sample of the drafter's ``begin``; ``draft_ms_per_round`` /
+    ``begin_ms``: mean per sample of the drafter's ``begin``; ``draft_prefill_ms``: of its ``prepare`` (in
+    the prefill); ``prefill_ms``: of the whole prefill phase (to set against AR's: a drafter's ``prepare``
+    that does not hide under the target's prefill makes it longer); ``draft_ms_per_round`` /
     ``verify_ms_per_round``: pooled over all rounds (a sample weighs by its rounds); ``drafter``:
     the drafter class (joined with "," if records disagree). None where no record has the field
     (runs recorded before it existed).
@@ -397,8 +404,11 @@ def round_split(records: list[dict]) -> dict[str, Any]:
         return sum(r[key] * r["target_passes"] for r in timed) / rounds if rounds else None
 
     begin = _mean(r["begin_s"] * 1000.0 for r in records if r.get("begin_s") is not None)
+    draft_prefill = _mean(r["draft_prefill_s"] * 1000.0 for r in records if r.get("draft_prefill_s") is not None)
     drafters = sorted({r["drafter"] for r in records if r.get("drafter")})
-    return dict(begin_ms=begin, draft_ms_per_round=per_round("draft_ms_per_round"),
+    prefill = _mean(r["prefill_s"] * 1000.0 for r in records if r.get("prefill_s") is not None)
+    return dict(begin_ms=begin, draft_prefill_ms=draft_prefill, prefill_ms=prefill,
+                draft_ms_per_round=per_round("draft_ms_per_round"),
                 verify_ms_per_round=per_round("verify_ms_per_round"),
                 drafter=",".join(drafters) if drafters else None)
 

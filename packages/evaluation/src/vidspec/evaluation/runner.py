@@ -421,10 +421,11 @@ def fidelity(sample: Sample, text: str) -> dict[str, Any]:
 
 
 def round_timing(result: GenerationResult) -> dict[str, Any]:
-    """Where one decode's time went: the drafter's ``begin`` and the mean draft / verify ms per round."""
+    """Where one decode's time went: the drafter's ``prepare`` (in the prefill) and ``begin``, and the mean
+    draft / verify ms per round."""
     steps = result.steps
     n = len(steps)
-    return dict(begin_s=result.timings.begin_s,
+    return dict(begin_s=result.timings.begin_s, draft_prefill_s=result.timings.draft_prefill_s,
                 draft_ms_per_round=1000.0 * sum(s.draft_s for s in steps) / n if n else None,
                 verify_ms_per_round=1000.0 * sum(s.verify_s for s in steps) / n if n else None)
 

@@ -694,7 +694,9 @@ class FastSparrowDrafter(SparrowDrafter):
 
     # ---- the protocol -----------------------------------------------------------------------------
     @torch.inference_mode()
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+    def prepare(self, target: TargetModel, state: TargetState) -> None:
+        """:meth:`SparrowDrafter.prepare` on the static cache: the prompt feed is queued on the device (one
+        graph launch per chunk of ``PREFILL_T`` on the kernel path), not waited for."""
         self._prepare_model(target)
         ids, L, feed = self._start_prompt(target, state)
         e = self._engine()
@@ -713,6 +715,15 @@ class FastSparrowDrafter(SparrowDrafter):
         elif n:
             self._prefill(ids[feed], hp[(feed - 1).to(hp.device)], self._three(self._prompt_pos[:, feed]))
         self._cache_index.extend(feed.tolist())
+        self._block = None
+        self._prepared = state
+
+    @torch.inference_mode()
+    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+        if self._prepared is not state:
+            self.prepare(target, state)
+        self._prepared = None
+        L, hp = self._prompt_len, state.prompt_hidden_penult
         self._pending = _Pending(tokens=[first_token], hidden=[hp[L - 1]], index=[L])
         self._block = (self._pending, hp[L - 1:L])
 
@@ -733,7 +744,12 @@ class FastSparrowDrafter(SparrowDrafter):
         if rows.shape[0] == 1:
             rows = np.repeat(rows, 3, 0)
         toks = ids.cpu().numpy()[feed]
-        src = torch.from_numpy(feed - 1).to(hp.device)  # the previous position's state feeds each token
+        # The previous position's state feeds each token. A pinned source: a copy from pageable memory
+        # would wait for the stream, i.e. for the target's prefill this feed is meant to run beside.
+        src = torch.from_numpy(feed - 1)
+        if hp.device.type == "cuda":
+            src = src.pin_memory()
+        src = src.to(hp.device, non_blocking=True)
         n = int(feed.size)
         for c in range(0, n, step):
             t = min(step, n - c)

@@ -216,13 +216,17 @@ class FastTarget:
         input_ids = ids[None].to(dev)
         embeds = a.model.get_input_embeddings()(input_ids)[0]
         visual_positions = torch.nonzero(ids == a.video_token_id).flatten()
+        vis_dev = visual_positions.to(dev)  # once, before the LM prefill is queued (a pageable copy waits for the stream)
         if visual is not None:
             feats = self.video_features(visual).to(embeds.dtype)
             if feats.shape[0] != visual.num_tokens:
                 raise RuntimeError(f"{self.family}: {feats.shape[0]} video features for {visual.num_tokens} placeholders")
-            embeds[visual_positions.to(dev)] = feats
+            embeds[vis_dev] = feats
         positions, offset = a.prefill_positions(input_ids, visual)
         n = ids.shape[0]
+        # The host copies before the LM prefill is queued: read after it, they would wait for the whole
+        # prefill, and a drafter's prepare (engine.prepare_drafter) could not run beside it.
+        host_positions, offset = positions.reshape(-1, n).cpu(), int(offset)
         pos3 = positions.reshape(-1, n).to(dev)
         if pos3.shape[0] == 1:
             pos3 = pos3.expand(3, n)
@@ -249,13 +253,13 @@ class FastTarget:
             visual_positions=visual_positions,
             relevance_layer=self.relevance_layer,
             # The prompt's RoPE positions ((3, L) or (1, L), host): a Sparrow draft reuses them.
-            extra={"offset": int(offset), "visual": visual, "positions": positions.reshape(-1, n).cpu()},
+            extra={"offset": offset, "visual": visual, "positions": host_positions},
         )
         if want_hidden:
             if "penult" in need:
                 state.prompt_hidden_penult = torch.cat(pieces["penult"]).clone()
             if need & {"mid", "visual"} and visual is not None:
-                state.visual_hidden = torch.cat(pieces["mid"])[visual_positions.to(dev)].clone()
+                state.visual_hidden = torch.cat(pieces["mid"])[vis_dev].clone()
         return state
 
     def _output(self, out: StepOutput, need: frozenset[str], chain: bool,

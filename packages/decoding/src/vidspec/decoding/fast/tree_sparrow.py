@@ -85,10 +85,16 @@ class TreeSparrowDrafter:
         d.chain._checked = chain._checked
         return d
 
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+    def prepare(self, target: TargetModel, state: TargetState) -> None:
+        """The prompt feed (:meth:`SparrowDrafter.prepare`), before the first token is known."""
         if state.prompt_hidden_penult is None:
             raise RuntimeError("TreeSparrowDrafter needs the target's penultimate states: prefill with "
                                "need={'penult'} (TreeSpeculativeDecoder asks for the drafter's need)")
+        self.chain.prepare(target, state)
+
+    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+        if self.chain._prepared is not state:
+            self.prepare(target, state)
         self.chain.begin(target, state, first_token)
 
     def _children(self, h: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
