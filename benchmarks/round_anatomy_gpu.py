@@ -155,13 +155,14 @@ def instrument(dec, timers: HostTimers) -> None:
     timers.wrap(fast_target.FastVerifyOutput, "draft_tokens", "read-back: draft_tokens (incl. the wait)")
     timers.wrap(fast_target.FastVerifyOutput, "greedy", "read-back: greedy")
     timers.wrap(dec.verifier, "verify", "verifier.verify")
+    timers.wrap(d, "prepare", "drafter.prepare (in the prefill)")
     timers.wrap(d, "begin", "drafter.begin")
     timers.wrap(d, "propose_device", "drafter.propose_device")
     timers.wrap(d, "propose_tree_device", "drafter.propose_tree_device")
     timers.wrap(d, "propose", "drafter.propose")
     timers.wrap(d, "commit", "drafter.commit")
-    timers.wrap(chain, "_prepare_model", "drafter._prepare_model (begin)")
-    timers.wrap(chain, "_engine", "drafter._engine (begin, rounds)")
+    timers.wrap(chain, "_prepare_model", "drafter._prepare_model (prepare)")
+    timers.wrap(chain, "_engine", "drafter._engine (prepare, rounds)")
     timers.wrap(chain, "_start_prompt", "drafter._start_prompt")
     timers.wrap(chain, "_prefill", "drafter._prefill (eager prompt feed)")
     timers.wrap(chain, "_feed_graphs", "drafter._feed_graphs (prompt feed, graphs)")
@@ -206,6 +207,11 @@ def main(argv=None) -> int:
     res: dict = {"machine": machine_info(args.device), "git": git_info(), "args": vars(args),
                  "samples": len(samples) - 1, "decoders": {}}
     ar_ms = per_token_ms(runs["ar"])
+
+    def with_prepare_ms(rs) -> float:  # per token, the prepare's host time counted in the decode (as before 2026-12-01)
+        return 1e3 * sum(r.timings.decode_s + r.timings.draft_prefill_s for r in rs) / sum(
+            len(r.token_ids) - 1 for r in rs)
+
     for name in decs:
         rs = runs[name]
         steps = [st for r in rs for st in r.steps]
@@ -216,10 +222,15 @@ def main(argv=None) -> int:
                 "tau": sum(st.emitted for st in steps) / rounds,
                 "round_ms": 1e3 * sum(st.draft_s + st.verify_s for st in steps) / rounds,
                 "begin_ms": 1e3 * sum(r.timings.begin_s for r in rs) / len(rs),
+                # The drafter's prepare (prompt feed) runs inside the prefill phase, beside the target's
+                # prefill: its host ms, and the whole prefill's ms to set against AR's.
+                "draft_prefill_ms": 1e3 * sum(r.timings.draft_prefill_s for r in rs) / len(rs),
+                "prefill_ms": 1e3 * sum(r.timings.prefill_s for r in rs) / len(rs),
                 "decode_ms_per_request": 1e3 * sum(r.timings.decode_s for r in rs) / len(rs),
                 "tokens_per_request": sum(len(r.token_ids) for r in rs) / len(rs),
                 "rounds_per_request": len(steps) / len(rs),
                 "identical_to_ar": all(a.token_ids == b.token_ids for a, b in zip(runs["ar"], rs)),
+                "dsr_prepare_in_decode": ar_ms / with_prepare_ms(rs),
             }}
 
     # 2. instrumented decodes (host timers), one decoder at a time
@@ -268,6 +279,8 @@ def main(argv=None) -> int:
         c = r["clean"]
         print(f"== {name}: {c['ms_per_token']:.3f} ms/token, DSR {c['dsr']:.2f}x, tau {c['tau']:.2f}, "
               f"round {c['round_ms']:.3f} ms (instrumented {r['instrumented_round_ms']:.3f}), begin {c['begin_ms']:.3f} ms, "
+              f"prepare {c['draft_prefill_ms']:.3f} ms in a {c['prefill_ms']:.2f} ms prefill "
+              f"(DSR {c['dsr_prepare_in_decode']:.2f}x with it in the decode), "
               f"{c['tokens_per_request']:.1f} tokens and {c['rounds_per_request']:.1f} rounds per request, "
               f"identical to AR: {c['identical_to_ar']}")
         for label, h in sorted(r["host"].items(), key=lambda kv: -kv[1]["ms_per_round"]):
