@@ -321,7 +321,7 @@ if fig:
         "draft_tau": (fig.get("draft") or {}).get("tau"), "sparrow_tau": (fig.get("sparrow") or {}).get("tau"),
     }
 
-KEYS = ("n_samples", "tau", "dsr", "esr", "retention", "accuracy", "token_identical_share", "fact_precision",
+KEYS = ("n_samples", "tau", "dsr", "dsr_prepare_in_decode", "esr", "retention", "accuracy", "token_identical_share", "fact_precision",
         "fact_recall", "tokens_per_s", "draft_ms_per_round", "verify_ms_per_round")
 doc["eval"] = {}
 runs = [out / "eval-captions", out / "eval-mcq"]  # then the long pass, shortest first
@@ -364,15 +364,23 @@ def bar(name, value, target, ok, note=None):
                  **({"note": note} if note else {})})
 
 
+def judged_dsr(m):
+    """The bars are judged on the conservative DSR: the drafter's prepare (prompt feed or draft prefill,
+    run in the prefill phase) counted in the decode. Records older than the field: the plain DSR."""
+    d = m.get("dsr_prepare_in_decode")
+    return m["dsr"] if d is None else d
+
+
 if "sparrow" in cap:
     m = cap["sparrow"]
-    bar("sparrow DSR, token-identical", m["dsr"], ">= 2.8x, 100%",
-        (m["dsr"] or 0) >= 2.8 and m["token_identical_share"] == 1)
+    bar("sparrow DSR (prepare in decode), token-identical", judged_dsr(m), ">= 2.8x, 100%",
+        (judged_dsr(m) or 0) >= 2.8 and m["token_identical_share"] == 1, f"DSR with prepare in the prefill {fmt(m['dsr'])}x")
 for name, dsr, ret in (("lvspec-pst", 2.9, 0.998), ("sparrow-lvspec-pst", 4.0, 0.995)):
     if name in cap:
         m = cap[name]
-        bar(f"{name} DSR at retention", m["dsr"], f">= {dsr}x at >= {ret:.1%}",
-            (m["dsr"] or 0) >= dsr and (m["retention"] or 0) >= ret)
+        bar(f"{name} DSR (prepare in decode) at retention", judged_dsr(m), f">= {dsr}x at >= {ret:.1%}",
+            (judged_dsr(m) or 0) >= dsr and (m["retention"] or 0) >= ret,
+            f"retention {fmt(m['retention'], '.1%')}; DSR with prepare in the prefill {fmt(m['dsr'])}x")
 lf, sf = env["LONG_FRAMES"], env["LONG_SHORT_FRAMES"]
 lo, sh = doc["eval"].get(f"long{lf}"), doc["eval"].get(f"long{sf}")
 if lo and sh and "sparrow" in lo["methods"] and "sparrow" in sh["methods"]:
@@ -392,10 +400,12 @@ doc["bars"] = bars
 print(f"\ngit {doc['git_sha']} ({doc['git_sha_from']}), seed 0, device {doc['device']}, "
       f"phase seconds {json.dumps(phase_seconds)}")
 if doc["eval"]:
-    print("\n| run | method | n | τ | DSR | ESR | retention | MCQ acc. | token-identical |\n|---|---|---|---|---|---|---|---|---|")
+    print("\n| run | method | n | τ | DSR | DSR, prepare in decode | ESR | retention | MCQ acc. | token-identical |"
+          "\n|---|---|---|---|---|---|---|---|---|---|")
 for name, e in doc["eval"].items():
     for m, v in e["methods"].items():
         print(f"| {name} | {m} | {v['n_samples']} | {fmt(v['tau'])} | {fmt(v['dsr'], suffix='x')} | "
+              f"{fmt(v.get('dsr_prepare_in_decode'), suffix='x')} | "
               f"{fmt(v['esr'], suffix='x')} | {fmt(v['retention'], '.1%')} | {fmt(v['accuracy'], '.2f')} | "
               f"{fmt(v['token_identical_share'], '.0%')} |")
 if "hf_generate" in doc:

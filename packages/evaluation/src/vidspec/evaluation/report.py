@@ -68,7 +68,7 @@ def _pct(x: float | None) -> str:
 
 def markdown_table(methods: dict[str, MethodSummary]) -> str:
     """The per-method table of one benchmark."""
-    head = ("| method | n | τ | DSR | ESR | tok/s | retention | score | accuracy | fact P / R | "
+    head = ("| method | n | τ | DSR | DSR, prepare in decode | ESR | tok/s | retention | score | accuracy | fact P / R | "
             "token-identical | loose / shift acc. |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for m, s in methods.items():
@@ -77,6 +77,7 @@ def markdown_table(methods: dict[str, MethodSummary]) -> str:
             str(s["n_samples"]),
             f"{s['tau']:.2f}",
             _f(s["dsr"], suffix="x"),
+            _f(s.get("dsr_prepare_in_decode"), suffix="x"),
             _f(s["esr"], suffix="x"),
             _f(s["tokens_per_s"], "{:.1f}"),
             _pct(s["retention"]),
