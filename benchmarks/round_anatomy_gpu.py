@@ -172,9 +172,42 @@ def instrument(dec, timers: HostTimers) -> None:
     timers.wrap(fast_tree, "best_path", "tree.best_path")
 
 
+def profile_prepare(dec, samples, n: int) -> dict:
+    """cProfile of ``n`` calls of the drafter's ``prepare`` alone (each after its sample's prefill, device
+    synchronised before and after): the functions with the most own time, and the mean ms per call."""
+    import cProfile
+    import io
+    import pstats
+
+    from vidspec.decoding.types import Request
+
+    tgt, d = dec.target, dec.drafter
+    sync = torch.cuda.synchronize if tgt.device.type == "cuda" else (lambda: None)
+    prof = cProfile.Profile()
+    wall = 0.0
+    for i in range(n):
+        s = samples[i % len(samples)]
+        state = tgt.prefill(Request(prompt=s.prompt, clip=tgt.read_video(s.video_path)), frozenset(d.need))
+        sync()
+        t0 = time.perf_counter()
+        prof.enable()
+        d.prepare(tgt, state)
+        prof.disable()
+        sync()
+        wall += time.perf_counter() - t0
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(30)
+    text = buf.getvalue()
+    print(f"\nprepare of {type(d).__name__}: {1e3 * wall / n:.3f} ms per call (profiled, synchronised), "
+          f"{n} calls; top functions by own time:\n{text[text.find('ncalls'):]}")
+    return {"calls": n, "ms_per_call_profiled": 1e3 * wall / n, "top_by_tottime": text}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_round_args(ap, limit=12, k="4,8", out="benchmarks/results/round_anatomy")
+    ap.add_argument("--profile-prepare", type=int, default=0,
+                    help="also cProfile this many calls of the first Sparrow decoder's prepare (0: no)")
     args = ap.parse_args(argv)
     if not args.device.startswith("cuda") or not torch.cuda.is_available():
         print("round_anatomy_gpu.py times CUDA graphs: it needs --device cuda on a machine with a GPU", file=sys.stderr)
@@ -246,6 +279,11 @@ def main(argv=None) -> int:
         res["decoders"][name]["instrumented_round_ms"] = 1e3 * sum(st.draft_s + st.verify_s for st in steps) / max(
             1, len(steps))
         res["decoders"][name]["rounds"] = len(steps)
+
+    # 1b. optional: where the drafter's prepare spends its host time (cProfile of prepare alone)
+    if args.profile_prepare:
+        name = next(n for n in decs if n != "ar")
+        res["prepare_profile"] = {"decoder": name, **profile_prepare(decs[name], samples[1:], args.profile_prepare)}
 
     # 1. graph costs (every graph of every decoder, once)
     costs: dict[str, dict] = {}

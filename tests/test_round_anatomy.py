@@ -75,3 +75,22 @@ def test_timers_count_a_rounds_calls_and_change_nothing(anatomy, tmp_path, metho
     assert not {"begin", "commit", "propose_device", "propose_tree_device"} & set(vars(dec.drafter))
     assert not {"verify_device", "verify_tree_device", "prefill", "rollback"} & set(vars(dec.target))
     assert (fast_target.FastVerifyOutput.draft_tokens, fast_tree.best_path) == originals
+
+
+def test_prepare_profile_names_the_feed(anatomy, tmp_path):
+    """--profile-prepare: cProfile of the drafter's prepare alone (here on CPU: the eager prompt feed)."""
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.models import load_target
+    from vidspec.evaluation.benchmarks.registry import load_benchmark
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    torch.set_num_threads(1)
+    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=2, seed=3, preset="easy", frames=8, size="64x64",
+                                                             split="validation", styles="alpha"), progress=False)
+    samples = load_benchmark("synthvid_captions", str(data), split="validation", limit=2)
+    dec = build_decoder("sparrow", target=load_target(str(RELEASES / "synthvid-target"), device="cpu"),
+                        draft=str(RELEASES / "sparrow-synthvid"), engine="fast", device="cpu")
+    got = anatomy.profile_prepare(dec, samples, 3)
+    assert got["calls"] == 3 and got["ms_per_call_profiled"] > 0
+    assert "_prefill" in got["top_by_tottime"] or "_start_prompt" in got["top_by_tottime"]
+    assert dec.drafter.cache_length > 0 and not dec.drafter._pending.tokens  # prepared, not begun
