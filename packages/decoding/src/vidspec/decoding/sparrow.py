@@ -598,9 +598,10 @@ class SparrowDrafter:
             self._checked = id(target.model)
         if model._shared is None or model._shared.owner != id(target.model):
             model.bind(target.model)
-        p = next(model.parameters())
-        if p.device != target.device or p.dtype != target.model.lm_head.weight.dtype:
-            model.to(device=target.device, dtype=target.model.lm_head.weight.dtype)
+        p = model.fc.weight  # the draft's own weights move together
+        head = model._shared.lm_head.weight
+        if p.device != target.device or p.dtype != head.dtype:
+            model.to(device=target.device, dtype=head.dtype)
 
     def _start_prompt(self, target: TargetModel, state: TargetState) -> tuple[torch.Tensor, int, torch.Tensor]:
         """Lay out a new request's prompt: its text positions and their draft position ids.
@@ -615,12 +616,12 @@ class SparrowDrafter:
         is_text = np.ones(L, dtype=bool)  # host work once per request: numpy, not a dozen small tensor ops
         if state.visual_positions is not None and state.visual_positions.numel():
             is_text[state.visual_positions.cpu().numpy()] = False
-        text_idx = torch.from_numpy(np.flatnonzero(is_text).astype(np.int64))
+        idx = np.flatnonzero(is_text).astype(np.int64, copy=False)
         self._prompt_len = L
-        self._prompt_pos = self._prompt_positions(target, state, text_idx)
+        self._prompt_pos = self._prompt_positions(target, state, torch.from_numpy(idx))
         self._last_pos = self._prompt_pos[:, L - 1]
-        self._n_text_prompt = int(text_idx.numel())
-        return ids, L, text_idx[text_idx >= 1]
+        self._n_text_prompt = int(idx.size)
+        return ids, L, torch.from_numpy(idx[idx >= 1])
 
     @torch.inference_mode()
     def prepare(self, target: TargetModel, state: TargetState) -> None:

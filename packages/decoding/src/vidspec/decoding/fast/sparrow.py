@@ -232,6 +232,8 @@ class FastSparrowDrafter(SparrowDrafter):
         self.graph_captures = 0
         #: (pending, rows): the pending tokens' states as one block of a verify output (see commit)
         self._block: tuple | None = None
+        #: The prompt feed's source rows on the device, by prompt layout (see _feed_source)
+        self._feed_src: dict[tuple, torch.Tensor] = {}
 
     @property
     def graphs(self) -> bool:
@@ -744,12 +746,7 @@ class FastSparrowDrafter(SparrowDrafter):
         if rows.shape[0] == 1:
             rows = np.repeat(rows, 3, 0)
         toks = ids.cpu().numpy()[feed]
-        # The previous position's state feeds each token. A pinned source: a copy from pageable memory
-        # would wait for the stream, i.e. for the target's prefill this feed is meant to run beside.
-        src = torch.from_numpy(feed - 1)
-        if hp.device.type == "cuda":
-            src = src.pin_memory()
-        src = src.to(hp.device, non_blocking=True)
+        src = self._feed_source(feed, hp.device)  # the previous position's state feeds each token
         n = int(feed.size)
         for c in range(0, n, step):
             t = min(step, n - c)
@@ -761,6 +758,23 @@ class FastSparrowDrafter(SparrowDrafter):
             self._load(toks[c:c + t].tolist() + [0] * pad, None, pos.tolist(), start, [0, 0, 0])
             self._run(t + pad, start + t + pad, 1)
             self.cache.length = start + t
+
+    def _feed_source(self, feed: np.ndarray, device: torch.device) -> torch.Tensor:
+        """``feed - 1`` on the device, kept per prompt layout (requests with the same prompt text and
+        video size share it; at most 8 layouts). A new layout's copy comes from pinned memory: a
+        copy from pageable memory would wait for the stream, i.e. for the target's prefill that the
+        feed is meant to run beside."""
+        key = (device, feed.size, feed.tobytes())
+        src = self._feed_src.get(key)
+        if src is None:
+            src = torch.from_numpy(feed - 1)
+            if device.type == "cuda":
+                src = src.pin_memory()
+            src = src.to(device, non_blocking=True)
+            if len(self._feed_src) >= 8:
+                self._feed_src.pop(next(iter(self._feed_src)))
+            self._feed_src[key] = src
+        return src
 
     def _prefill(self, ids: torch.Tensor, hidden: torch.Tensor, pos3: torch.Tensor) -> None:
         """Feed prompt text positions eagerly in causal chunks of ``prefill_chunk`` (their ĥ are not
