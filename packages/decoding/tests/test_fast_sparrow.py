@@ -428,10 +428,14 @@ def test_kernel_path_matches_sparrow_drafter_in_the_interpreter(tiny, clip, name
     # the graph path too: the prompt fed through T-step "graphs", one chain per round
     graphed = EmulatedGraphDrafter(model, kernels=True, compile=False, head_ids=head)
     lockstep(target, Request("Describe the video.", clip), [ref, fast, graphed], k=4)
-    # A prompt of more than one feed chunk (PREFILL_T text positions), its last chunk padded.
+    # A prompt of more than one feed chunk (PREFILL_T text positions), its last chunk padded; started
+    # as the engine starts it (prepare in the prefill, then begin), twice: the second request reuses
+    # the feed's source rows kept for its prompt layout.
     long = "Describe the video: every object, its colour and shape, where it moves, and what disappears, in detail."
-    with torch.no_grad():  # the fast drafters fused the shared layer's weights in inference mode
-        lockstep(target, Request(long, clip), [ref, fast, graphed], k=4)
+    for _ in range(2):
+        with torch.no_grad():  # the fast drafters fused the shared layer's weights in inference mode
+            lockstep(target, Request(long, clip), [ref, fast, graphed], k=4, prepared=[fast, graphed])
+    assert len(graphed._feed_src) == 2  # two prompt layouts seen, each copied once
     assert graphed._n_text_prompt > PREFILL_T + 1
     assert fast.kernels and not fast.graphs and graphed.kernels
     keys = set(graphed._eng.graphs)

@@ -31,7 +31,34 @@ class NoDrafter:
         pass
 
 
-class ModelDrafter:
+class DraftPrefillStart:
+    """The request start of a drafter that is a separate draft model with its own cache.
+
+    ``prepare`` runs the draft model's own prefill of the request (``_draft_prefill``); engines call it
+    in the prefill phase, before the first token is known. ``begin`` runs it only when ``prepare`` did
+    not run for this request, then queues the first token.
+    """
+
+    _prepared: TargetState | None = None  # the request prepare() started (begin finishes it)
+
+    def _draft_prefill(self, state: TargetState) -> TargetState:
+        raise NotImplementedError
+
+    def prepare(self, target: TargetModel, state: TargetState) -> None:
+        """The draft model's own prefill of the request (the prefill phase: it needs no first token)."""
+        self._state = self._draft_prefill(state)
+        self._base = self._state.length
+        self._seq: list[int] = []
+        self._prepared = state
+
+    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
+        if self._prepared is not state:
+            self.prepare(target, state)
+        self._prepared = None
+        self._seq = [first_token]
+
+
+class ModelDrafter(DraftPrefillStart):
     """A separate small Video-LLM drafts greedily (or by sampling) with its own KV cache.
 
     The drafter keeps the full committed sequence and feeds whatever its cache lacks before
@@ -65,21 +92,10 @@ class ModelDrafter:
         self._draft: list[int] = []
         self._seq: list[int] = []  # committed tokens after the prompt (x_last included)
         self._base = 0  # cache positions taken by the prompt
-        self._prepared: TargetState | None = None  # the request prepare() started (begin finishes it)
 
-    def prepare(self, target: TargetModel, state: TargetState) -> None:
-        """The draft model's own prefill of the request (the prefill phase: it needs no first token)."""
+    def _draft_prefill(self, state: TargetState) -> TargetState:
         request: Request = state.request
-        self._state = self.model.prefill(request) if self.prune_ratio == 0 else self._pruned_prefill(request)
-        self._base = self._state.length
-        self._seq = []
-        self._prepared = state
-
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
-        if self._prepared is not state:
-            self.prepare(target, state)
-        self._prepared = None
-        self._seq = [first_token]
+        return self.model.prefill(request) if self.prune_ratio == 0 else self._pruned_prefill(request)
 
     def _pruned_prefill(self, request: Request) -> TargetState:
         """Prefill with a uniform subset of video frames (a cheap, family-independent pruning)."""

@@ -50,6 +50,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from vidspec.decoding.drafters import DraftPrefillStart
 from vidspec.decoding.engine import clip_at_stop, collect_result, prepare_drafter, stream_text
 from vidspec.decoding.models.base import HFVideoTarget
 from vidspec.decoding.types import (
@@ -307,7 +308,7 @@ class TreeDrafter(Protocol):
     def commit(self, accepted: list[int], next_token: int, out: VerifyOutput | None = None) -> None: ...
 
 
-class TreeModelDrafter:
+class TreeModelDrafter(DraftPrefillStart):
     """A separate small VLM drafts an EAGLE-2 dynamic tree (greedy / top-k by draft probability).
 
     The draft model must support tree sessions (:class:`~vidspec.decoding.fast.FastTarget`, which
@@ -328,20 +329,9 @@ class TreeModelDrafter:
         self._state: TargetState | None = None
         self._seq: list[int] = []
         self._base = 0
-        self._prepared: TargetState | None = None
 
-    def prepare(self, target: TargetModel, state: TargetState) -> None:
-        """The draft model's own prefill of the request (the prefill phase: it needs no first token)."""
-        self._state = self.model.prefill(state.request)
-        self._base = self._state.length
-        self._seq = []
-        self._prepared = state
-
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
-        if self._prepared is not state:
-            self.prepare(target, state)
-        self._prepared = None
-        self._seq = [first_token]
+    def _draft_prefill(self, state: TargetState) -> TargetState:
+        return self.model.prefill(state.request)
 
     @torch.inference_mode()
     def propose_tree(self, depth: int, top_k: int, total: int) -> DraftTree:
