@@ -62,7 +62,10 @@ class SparrowDraftOptions:
         fc_bias: bias in the fusion FC.
         attn_implementation: "sdpa" or "eager" for the draft layer.
         ivsb: put the target's middle-layer visual states before the text positions in training
-            (IVSB); False trains text-only, exactly as inference sees it.
+            (IVSB, the paper's default); False trains text-only, exactly as inference sees it. On
+            SynthVid, IVSB taught the draft to read colours from visual states it does not have at
+            inference (τ 4.89 vs 7.20 without, docs/RESULTS.md section 16.1), so our SynthVid recipes
+            set False; teacher-forced training accuracy does not show the difference.
         ivsb_layer: hidden-state index of those visual states (None: half the target's depth).
         init_seed: seed of the draft's initialisation.
     """
