@@ -322,7 +322,8 @@ if fig:
     }
 
 KEYS = ("n_samples", "tau", "dsr", "dsr_prepare_in_decode", "esr", "retention", "accuracy", "token_identical_share", "fact_precision",
-        "fact_recall", "tokens_per_s", "draft_ms_per_round", "verify_ms_per_round")
+        "fact_recall", "tokens_per_s", "draft_ms_per_round", "verify_ms_per_round", "draft_prefill_ms",
+        "prefill_vs_ar_ms_median")
 doc["eval"] = {}
 runs = [out / "eval-captions", out / "eval-mcq"]  # then the long pass, shortest first
 runs += sorted(out.glob("eval-long*"), key=lambda p: int(p.name[len("eval-long"):] or 0))

@@ -60,6 +60,8 @@ def test_records_and_summary_split_decode_time(synthvid, tmp_path):
     sp = summary["methods"]["sparrow"]
     assert sp["begin_ms"] > 0 and sp["draft_prefill_ms"] > 0 and sp["prefill_ms"] > sp["draft_prefill_ms"]
     assert summary["methods"]["ar"]["draft_prefill_ms"] == 0
+    assert summary["methods"]["ar"]["prefill_vs_ar_ms_median"] == 0  # AR against itself
+    assert isinstance(sp["prefill_vs_ar_ms_median"], float)
 
     # Records written before these fields existed still summarise (the split is then unknown).
     old = [{k: v for k, v in r.items() if k not in ("begin_s", "draft_ms_per_round", "verify_ms_per_round",

@@ -153,6 +153,7 @@ class MethodSummary(TypedDict):
     begin_ms: NotRequired[float | None]
     draft_prefill_ms: NotRequired[float | None]
     prefill_ms: NotRequired[float | None]
+    prefill_vs_ar_ms_median: NotRequired[float | None]
     draft_ms_per_round: NotRequired[float | None]
     verify_ms_per_round: NotRequired[float | None]
     drafter: NotRequired[str | None]
@@ -368,6 +369,13 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
 
     judged = [judgements[(r["sample_id"], method)] for r in records if (r["sample_id"], method) in judgements]
     split = round_split(records)
+    # Does the drafter's prepare hide under the target's prefill? The median over samples of the
+    # method's prefill minus AR's on the same sample (sample-to-sample noise cancels).
+    deltas = sorted(1000.0 * (r["prefill_s"] - a["prefill_s"]) for r, a in paired
+                    if r.get("prefill_s") is not None and a.get("prefill_s") is not None)
+    mid = len(deltas) // 2
+    split["prefill_vs_ar_ms_median"] = ((deltas[mid] if len(deltas) % 2 else (deltas[mid - 1] + deltas[mid]) / 2)
+                                        if deltas else None)
     dec_s = sum(r["decode_s"] for r in records)
     taus = [r["tau"] for r in records]
     halls = [r["fact_hallucinations"] for r in records if r["fact_hallucinations"] is not None]
