@@ -6,6 +6,7 @@ verifier). Tensor shapes and dtypes are written as ``(K+1, V) float32``.
 The round of speculative decoding (ALGORITHMS.md section 1), in these terms::
 
     state = target.prefill(request)                  # cache holds the prompt; first token emitted
+    drafter.prepare(target, state)                   # optional: the drafter's prompt work, in the prefill
     drafter.begin(target, state, first_token)
     while not done:
         proposal = drafter.propose(k)                # d_1..d_K
@@ -189,7 +190,13 @@ class Drafter(Protocol):
     need: frozenset[str]
 
     def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
-        """Start a request after the target's prefill; ``first_token`` is the first emitted token."""
+        """Start a request after the target's prefill; ``first_token`` is the first emitted token.
+
+        A drafter may also define ``prepare(target, state)``, its prompt-side start (what needs no
+        first token). Engines call it right after the target's prefill, before the first token is read
+        back, and time it as ``Timings.draft_prefill_s``. ``begin`` must then only finish the start,
+        and must do the whole start when ``prepare`` was not called for ``state``.
+        """
         ...
 
     def propose(self, k: int) -> Proposal:
