@@ -120,8 +120,9 @@ def prepare_drafter(drafter, target: TargetModel, state: TargetState) -> float:
     """Run the drafter's prompt-side start (``prepare``, optional in the Drafter protocol) right after the
     target's prefill, before the first token is read back: a Sparrow draft's prompt feed or a draft
     VLM's own prefill. Its host work can then overlap the target's prefill still running on the device
-    (whether it does is measured, not assumed: docs/RESULTS.md 16.2), and it belongs to the prefill phase, like the draft's prompt pass in EAGLE-style decoders. Returns its
-    host seconds (reported as ``draft_prefill_s``; 0.0 for a drafter without ``prepare``)."""
+    (whether it does is measured, not assumed: docs/RESULTS.md 16.2); it belongs to the prefill phase,
+    like the draft's prompt pass in EAGLE-style decoders. Returns its host seconds (reported as
+    ``draft_prefill_s``; 0.0 for a drafter without ``prepare``)."""
     prepare = getattr(drafter, "prepare", None)
     if not callable(prepare):
         return 0.0

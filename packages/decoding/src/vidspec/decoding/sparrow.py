@@ -645,7 +645,7 @@ class SparrowDrafter:
 
     @torch.inference_mode()
     def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
-        if getattr(self, "_prepared", None) is not state:
+        if self._prepared is not state:
             self.prepare(target, state)
         self._prepared = None
         L = self._prompt_len

@@ -280,8 +280,8 @@ class Timings:
 
     ``draft_prefill_s`` is the part of ``prefill_s`` the host spends in the drafter's optional
     ``prepare`` (its prompt-side start: a Sparrow draft feeding the prompt's text positions, a draft
-    VLM's own prefill), run before the first token is read back so that it overlaps the target's
-    prefill on the device. ``begin_s`` is the part of ``decode_s`` the host spends in the drafter's
+    VLM's own prefill), run before the first token is read back so that it can overlap the
+    target's prefill on the device. ``begin_s`` is the part of ``decode_s`` the host spends in the drafter's
     ``begin`` (what needs the first token); each round's draft and verify seconds are in the
     :class:`StepRecord` s, so ``begin_s + sum(draft_s + verify_s) <= decode_s``.
     """

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -328,13 +329,13 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
     paired = [(r, ar_by_sample[r["sample_id"]]) for r in records if r["sample_id"] in ar_by_sample]
 
     # Ratios of totals: per-token time of AR over per-token time of the method.
-    ar_dec = sum(a["decode_s"] for r, a in paired if decode_tokens(r) and decode_tokens(a))
-    ar_dec_tok = sum(decode_tokens(a) for r, a in paired if decode_tokens(r) and decode_tokens(a))
-    m_dec = sum(r["decode_s"] for r, a in paired if decode_tokens(r) and decode_tokens(a))
-    m_dec_tok = sum(decode_tokens(r) for r, a in paired if decode_tokens(r) and decode_tokens(a))
+    both = [(r, a) for r, a in paired if decode_tokens(r) and decode_tokens(a)]  # both sides decoded
+    ar_dec = sum(a["decode_s"] for _, a in both)
+    ar_dec_tok = sum(decode_tokens(a) for _, a in both)
+    m_dec = sum(r["decode_s"] for r, _ in both)
+    m_dec_tok = sum(decode_tokens(r) for r, _ in both)
     dsr = _ratio(ar_dec / ar_dec_tok, m_dec / m_dec_tok) if ar_dec_tok and m_dec_tok else None
     # The same with each side's prepare counted in its decode (records before the field: None).
-    both = [(r, a) for r, a in paired if decode_tokens(r) and decode_tokens(a)]
     dsr_prep = None
     if dsr is not None and all("draft_prefill_s" in x for pair in both for x in pair):
         ar_prep = sum(a["decode_s"] + a["draft_prefill_s"] for _, a in both)
@@ -371,11 +372,9 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
     split = round_split(records)
     # Does the drafter's prepare hide under the target's prefill? The median over samples of the
     # method's prefill minus AR's on the same sample (sample-to-sample noise cancels).
-    deltas = sorted(1000.0 * (r["prefill_s"] - a["prefill_s"]) for r, a in paired
-                    if r.get("prefill_s") is not None and a.get("prefill_s") is not None)
-    mid = len(deltas) // 2
-    split["prefill_vs_ar_ms_median"] = ((deltas[mid] if len(deltas) % 2 else (deltas[mid - 1] + deltas[mid]) / 2)
-                                        if deltas else None)
+    deltas = [1000.0 * (r["prefill_s"] - a["prefill_s"]) for r, a in paired
+              if r.get("prefill_s") is not None and a.get("prefill_s") is not None]
+    split["prefill_vs_ar_ms_median"] = statistics.median(deltas) if deltas else None
     dec_s = sum(r["decode_s"] for r in records)
     taus = [r["tau"] for r in records]
     halls = [r["fact_hallucinations"] for r in records if r["fact_hallucinations"] is not None]

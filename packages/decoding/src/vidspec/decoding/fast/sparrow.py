@@ -722,12 +722,9 @@ class FastSparrowDrafter(SparrowDrafter):
 
     @torch.inference_mode()
     def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
-        if self._prepared is not state:
-            self.prepare(target, state)
-        self._prepared = None
-        L, hp = self._prompt_len, state.prompt_hidden_penult
-        self._pending = _Pending(tokens=[first_token], hidden=[hp[L - 1]], index=[L])
-        self._block = (self._pending, hp[L - 1:L])
+        super().begin(target, state, first_token)
+        L = self._prompt_len  # the first pending state is the block's only row
+        self._block = (self._pending, state.prompt_hidden_penult[L - 1:L])
 
     def _feed_graphs(self, ids: torch.Tensor, feed: np.ndarray, hp: torch.Tensor) -> None:
         """Feed the prompt text positions ``feed`` through the one captured T-step graph (kernel path).

@@ -226,8 +226,9 @@ class FastTarget:
         n = ids.shape[0]
         # The host copies before the LM prefill is queued: read after it, they would wait for the whole
         # prefill, and a drafter's prepare (engine.prepare_drafter) could not run beside it.
-        host_positions, offset = positions.reshape(-1, n).cpu(), int(offset)
-        pos3 = positions.reshape(-1, n).to(dev)
+        positions = positions.reshape(-1, n)
+        host_positions, offset = positions.cpu(), int(offset)
+        pos3 = positions.to(dev)
         if pos3.shape[0] == 1:
             pos3 = pos3.expand(3, n)
         cache = self.lm.new_cache()
