@@ -235,3 +235,109 @@ def test_gemv_option_is_refused_off_cuda(tiny):
     target = fresh("tiny-qwen2.5-vl")
     with pytest.raises(ValueError, match="gemv=True needs CUDA"):
         FastLM(target.model.model.language_model, target.model.lm_head, max_len=64, gemv=True)
+
+
+@needs_kernels
+@pytest.mark.parametrize(("m", "n", "k", "split", "bn", "bk"), [
+    (1, 40, 600, 3, 16, 64),   # one row (no dot), N and K not multiples of the blocks, a short last slice
+    (9, 70, 600, 4, 32, 64),   # a K=8 verify step's rows
+    (16, 33, 200, 2, 16, 32),
+    (3, 64, 96, 5, 64, 16),    # split 5 of 96 columns in 16-blocks: 3 non-empty slices
+])
+@pytest.mark.parametrize("bias", [False, True])
+def test_split_k_matches_linear_and_is_deterministic(m, n, k, split, bn, bk, bias):
+    """The split-K kernel equals F.linear (fp32), twice bitwise alike, and leaves its counters at 0."""
+    _patch_interpreter()
+    from vidspec.decoding.fast import gemv
+
+    g = torch.Generator().manual_seed(m * 1000 + n + k + split)
+    x, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+    b = torch.randn(n, generator=g) if bias else None
+    ref = torch.nn.functional.linear(x, w, b)
+    first = gemv.split_linear(x, w, b, bn, bk, split, 4, 2)
+    assert float((first - ref).abs().max()) <= 1e-4 * float(ref.abs().max())
+    eff = gemv._effective_split(k, bk, split)
+    assert eff > 1
+    _, cnt = gemv.split_buffers(x.device, -(-n // bn), eff, 1 if m == 1 else gemv.MAX_ROWS, bn)
+    assert int(cnt.abs().sum()) == 0  # reset by each tile's last program: the next call starts from 0
+    assert torch.equal(gemv.split_linear(x, w, b, bn, bk, split, 4, 2), first)
+
+
+def test_default_configs_split_narrow_verify_products():
+    """Defaults at Qwen2.5-7B shapes: single rows unchanged (no split); verify rows split the narrow
+    products to about 4 programs per H200 SM and leave gate/up and the head unsplit."""
+    pytest.importorskip("triton")
+    from vidspec.decoding.fast import gemv
+
+    for n, k in [(4608, 3584), (3584, 3584), (37888, 3584), (3584, 18944), (152064, 3584)]:
+        assert gemv.default_config(1, n, k)["split"] == 1
+    splits = {nk: gemv.default_config(9, *nk)["split"] for nk in [(4608, 3584), (3584, 3584), (3584, 18944),
+                                                                 (37888, 3584), (152064, 3584)]}
+    assert splits == {(4608, 3584): 7, (3584, 3584): 7, (3584, 18944): 10, (37888, 3584): 1, (152064, 3584): 1}
+
+
+@needs_kernels
+def test_gemv_table_overrides_defaults(tmp_path, monkeypatch):
+    """VIDSPEC_GEMV_TABLE: exact row classes win over m2-16, "cublas" means F.linear, other shapes keep the defaults."""
+    _patch_interpreter()
+    import json
+
+    from vidspec.decoding.fast import gemv
+
+    cfg = {"BN": 16, "BK": 32, "split": 3, "num_warps": 4, "num_stages": 2, "_ms": 0.01}
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps({"_meta": {"gpu": "test"}, "m1": {"40x96": cfg}, "m2-16": {"40x96": "cublas"},
+                                "m5": {"40x96": dict(cfg, split=2)}}))
+    monkeypatch.setenv(gemv.TABLE_ENV, str(path))
+    assert gemv.gemv_config(1, 40, 96) == {k: cfg[k] for k in gemv._CFG_KEYS}
+    assert gemv.gemv_config(5, 40, 96)["split"] == 2
+    assert gemv.gemv_config(9, 40, 96) == "cublas"
+    assert gemv.gemv_config(9, 48, 96) == gemv.default_config(9, 48, 96)
+    g = torch.Generator().manual_seed(0)
+    w, b = torch.randn(40, 96, generator=g), torch.randn(40, generator=g)
+    for m in (1, 5, 9):
+        x = torch.randn(m, 96, generator=g)
+        ref = torch.nn.functional.linear(x, w, b)
+        out = gemv.small_linear(x, w, b)
+        if m == 9:
+            assert torch.equal(out, ref)
+        else:
+            assert float((out - ref).abs().max()) <= 1e-4 * float(ref.abs().max())
+
+
+@pytest.mark.parametrize(("table", "problem"), [
+    ({"m1": {"40x96": {"BN": 16, "BK": 32, "split": 2, "num_warps": 4}}}, r"m1 / 40x96: missing field\(s\) \['num_stages'\]"),
+    ({"m1": {"40x96": {"BN": 48, "BK": 32, "split": 2, "num_warps": 4, "num_stages": 2}}}, "BN must be a power of two"),
+    ({"m9": {"40x96": {"BN": 8, "BK": 32, "split": 2, "num_warps": 4, "num_stages": 2}}}, "must be >= 16"),
+    ({"m1": {"40x96": {"BN": 16, "BK": 32, "split": 0, "num_warps": 4, "num_stages": 2}}}, "split must be a positive"),
+    ({"m1": {"40x96": {"BN": 16, "BK": 32, "split": 2, "num_warps": 4, "num_stages": 2, "warps": 8}}},
+     r"unknown field\(s\) \['warps'\]"),
+    ({"m17": {}}, "row class 'm17'"),
+    ({"m1": {"40-96": "cublas"}}, "shape key '40-96'"),
+    ({"m1": {"40x96": "cuBLAS"}}, "expected \"cublas\""),
+    ([], "top level must be an object"),
+])
+def test_bad_gemv_table_is_one_clear_error(tmp_path, monkeypatch, table, problem):
+    pytest.importorskip("triton")
+    import json
+
+    from vidspec.decoding.fast import gemv
+
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(table))
+    monkeypatch.setenv(gemv.TABLE_ENV, str(path))
+    with pytest.raises(gemv.GemvTableError, match=problem) as info:
+        gemv.gemv_config(1, 40, 96)
+    assert str(path) in str(info.value)
+    path.write_text("{not json")
+    with pytest.raises(gemv.GemvTableError, match="not valid JSON"):
+        gemv.load_table(path)
+    with pytest.raises(gemv.GemvTableError, match="cannot read"):
+        gemv.load_table(tmp_path / "missing.json")
+
+
+def test_gemv_option_values(tiny):
+    """gemv takes False, True or "all"; anything else is refused by name before any device check."""
+    target = fresh("tiny-qwen2.5-vl")
+    with pytest.raises(ValueError, match="gemv must be False, True or 'all'"):
+        FastLM(target.model.model.language_model, target.model.lm_head, max_len=64, gemv="verify")

@@ -179,7 +179,7 @@ def fuse_layer_weights(layer) -> None:
 # compile does it in the same kernel as the next RMSNorm.
 def _lin(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, small: bool) -> torch.Tensor:
     """``F.linear``, or with ``small`` the Triton small-M product (:mod:`vidspec.decoding.fast.gemv`, registered as
-    ``torch.ops.vidspec.small_linear`` once that module is imported; FastLM imports it for ``gemv=True``)."""
+    ``torch.ops.vidspec.small_linear`` once that module is imported; FastLM imports it for ``gemv``)."""
     if small:
         return torch.ops.vidspec.small_linear(x, w, b)
     return F.linear(x, w, b)
@@ -481,13 +481,17 @@ class FastLM:
         gemv: run the weight products of single-token steps (AR decode, draft-model steps) with the
             Triton GEMV of :mod:`vidspec.decoding.fast.gemv` instead of cuBLAS (CUDA, bf16/fp16, fused
             weights). Measured on the H200 at 7B shapes only (docs/RESULTS.md section 13), so off by
-            default. Verify steps and prefill chunks keep cuBLAS.
+            default. With ``True`` verify steps and prefill chunks keep cuBLAS; ``"all"`` routes every
+            step of up to 16 tokens (verify steps of K <= 15 drafts too: the split-K kernels, issue 8).
+            Either way each product's kernel, or cuBLAS, is what ``gemv.gemv_config`` picks for its
+            shape (the ``VIDSPEC_GEMV_TABLE`` table when set, checked here at construction).
     """
 
     def __init__(self, language_model, lm_head, *, max_len: int, hidden_layers: dict[str, int] | None = None,
                  graphs: bool = True, compile: bool | None = None, bucket: int = 256, max_tree: int = 64,
                  max_step: int = 64, fuse: bool | None = None, kernels: bool | None = None,
-                 compile_mode: str | None = None, head_ids: torch.Tensor | None = None, gemv: bool = False):
+                 compile_mode: str | None = None, head_ids: torch.Tensor | None = None,
+                 gemv: bool | str = False):
         self.lm = language_model
         self.lm_head = lm_head
         cfg = language_model.config
@@ -543,11 +547,18 @@ class FastLM:
             raise RuntimeError("kernels=True needs Triton")
         if self.kernels and not fits:
             raise ValueError(f"kernels=True needs a power-of-two head dim >= 16, this model's is {self.hd}")
+        if gemv not in (False, True, "all"):
+            raise ValueError(f"gemv must be False, True or 'all', got {gemv!r}")
         self.gemv = bool(gemv)
+        #: the most tokens a step may have for its weight products to take the Triton path (0: never)
+        self.gemv_rows = 0
         if self.gemv:
             if not (self.fused and on_cuda and _has_triton() and self.dtype in (torch.bfloat16, torch.float16)):
                 raise ValueError("gemv=True needs CUDA, Triton, fused weights and a bf16/fp16 model")
-            from vidspec.decoding.fast import gemv as _gemv  # noqa: F401  (registers vidspec::small_linear)
+            from vidspec.decoding.fast import gemv as _gemv  # (registers vidspec::small_linear)
+
+            _gemv.active_table()  # a bad VIDSPEC_GEMV_TABLE fails here, not inside a compile trace
+            self.gemv_rows = _gemv.MAX_ROWS if gemv == "all" else 1
         self.compile_mode = compile_mode
         self.bucket = bucket
         self.max_tree = max_tree
@@ -612,8 +623,9 @@ class FastLM:
         pre, post, final = (self._pre_c, self._post_c, self._final_c) if compiled else (
             self._pre, self._post, self._final)
         # Single-token steps (never a prefill chunk) take the Triton GEMV: it beat cuBLAS in the AR step
-        # at 7B shapes (4.34 vs 4.80 ms), while its 2-16-row kernel lost in the K=8 verify step (5.42 vs 4.98 ms).
-        small = self.gemv and (arena is not None or mask_rep is not None) and x.shape[0] == 1
+        # at 7B shapes (4.34 vs 4.80 ms), while its 2-16-row kernel lost in the K=8 verify step (5.42 vs 4.98 ms)
+        # before split-K; gemv="all" lets steps of up to 16 tokens through as well.
+        small = (arena is not None or mask_rep is not None) and x.shape[0] <= self.gemv_rows
         hidden: dict[str, torch.Tensor] = {}
         delta = None
         for i, lw in enumerate(self.layers):
