@@ -6,6 +6,10 @@ their sources on PYTHONPATH; only torch and transformers are needed)::
     PYTHONPATH=packages/decoding/src:packages/draft_training/src:packages/evaluation/src \\
         python benchmarks/engine_gpu.py --out "$OUT"            # full run, < 8 min on one H200
     PYTHONPATH=... python benchmarks/engine_gpu.py --quick --out "$OUT"   # smoke run, ~2 min
+    # issue 8's two bars only (AR and K=8 verify vs the bandwidth limit, Qwen shape, 2k), with the split-K
+    # verify path and a table from benchmarks/gemv_sweep_gpu.py --table-out:
+    VIDSPEC_GEMV_TABLE=$OUT/gemv_table.json PYTHONPATH=... python benchmarks/engine_gpu.py --families qwen2.5-vl \
+        --contexts 2048 --skip-hf --no-draft --no-e2e --variants fused,gemv --gemv-verify --out "$OUT"
 
 What it measures (ALGORITHMS.md section 5 conventions: batch 1, warm-up excluded, CUDA events /
 ``torch.cuda.synchronize`` around every timer, medians of repeated runs):
@@ -17,7 +21,8 @@ What it measures (ALGORITHMS.md section 5 conventions: batch 1, warm-up excluded
   (auto-compiled; by default at 2k on the Qwen shape only: its compile dominates the run time), our AR step (CUDA graph,
   with and without ``torch.compile`` fusion), our host-driven AR loop (one sync per token, what
   ``SpeculativeDecoder`` + ``FastTarget`` does), the same steps with the Triton small-M weight
-  products (``FastLM(gemv=True)``, ``--no-gemv`` skips them), our K=8 verify step (9 tokens), and a
+  products (``FastLM(gemv=True)``, ``--no-gemv`` skips them; with ``--gemv-verify`` ``gemv="all"``, so the
+  verify step takes the split-K Triton path too, per ``VIDSPEC_GEMV_TABLE`` when set), our K=8 verify step (9 tokens), and a
   Sparrow-like one-layer draft step of the same width attending to text only (with the full LM
   head and with a 32k-token head as EAGLE-3 drafts use).
 - The bandwidth limit of a step is (bytes of weights a step reads [+ the KV cache it reads]) /
@@ -242,11 +247,14 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
     max_ctx = max(args.contexts)
     graph_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=False)
     fused_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None) if not args.no_compile else None
+    timed = {"graph": graph_lm if "graph" in args.variants else None,
+             "fused": fused_lm if "fused" in args.variants else None}
     # The same, with the Triton small-M weight products (vidspec.decoding.fast.gemv) instead of cuBLAS.
     gemv_lm = None
-    if not (args.no_compile or args.no_gemv):
+    if not (args.no_compile or args.no_gemv) and "gemv" in args.variants:
+        fam["gemv_mode"] = "all" if args.gemv_verify else True
         try:
-            gemv_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None, gemv=True)
+            gemv_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None, gemv=fam["gemv_mode"])
         except Exception as e:  # an optional variant failing must not lose the rest of the run
             fam["gemv_error"] = f"{type(e).__name__}: {e}"[:300]
             traceback.print_exc()
@@ -260,7 +268,7 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
         lim_kv = (wbytes + kv_bytes(graph_lm, ctx)) / bw * 1e3
         row["limit_ms"], row["limit_with_kv_ms"] = lim, lim_kv
         print(f"-- context {ctx}", flush=True)
-        for key, fn in [
+        for key, fn in [] if args.skip_hf else [
             ("hf_generate_eager_ms", lambda ctx=ctx: hf_generate_ms_per_token(model, ctx, args.gen_tokens, static=False)),
             ("hf_generate_static_ms", (lambda ctx=ctx: hf_generate_ms_per_token(model, ctx, args.gen_tokens, static=True))
              if ctx in args.hf_static_contexts and (family == "qwen2.5-vl" or args.hf_static_all) else None),
@@ -277,7 +285,7 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
                 traceback.print_exc()
             gc.collect()
             torch.cuda.empty_cache()
-        for tag, flm in [("graph", graph_lm), ("fused", fused_lm), ("gemv", gemv_lm)]:
+        for tag, flm in [("graph", timed["graph"]), ("fused", timed["fused"]), ("gemv", gemv_lm)]:
             if flm is None:
                 continue
             t0 = time.perf_counter()
@@ -300,7 +308,8 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
         row["ar_vs_limit_with_kv"], row["verify9_vs_limit_with_kv"] = best / lim_kv, best9 / lim_kv
     # Sparrow-like draft: one decoder layer of the target's width, text-only KV (its cost does not
     # depend on the number of visual tokens because the draft never attends to them).
-    fam["draft"] = bench_draft(head, args)
+    if not args.no_draft:
+        fam["draft"] = bench_draft(head, args)
     if family == "qwen2.5-vl" and not args.no_e2e:
         fam["e2e"] = bench_e2e(model, graph_lm if fused_lm is None else (gemv_lm if args.e2e_gemv else fused_lm), args)
     gc.collect()
@@ -426,6 +435,9 @@ def print_table(results: dict) -> None:
             ("ours_gemv_verify9_ms", "our K=8 gemv"), ("limit_ms", "limit"), ("limit_with_kv_ms", "limit+KV")]
     for fam, r in results["families"].items():
         print(f"\n{fam}: weights {r['weight_bytes'] / 1e9:.2f} GB, bandwidth limit {r['bandwidth_limit_ms']:.2f} ms/step")
+        if r.get("gemv_mode") == "all":
+            print('gemv columns: FastLM(gemv="all"), verify steps on the Triton (split-K) path too'
+                  + (f" (table {results['gemv_table']['path']})" if "gemv_table" in results else " (built-in configs)"))
         print("ms/token".ljust(16) + "".join(c[1].rjust(15) for c in cols) + "   AR/limit  K8/limit")
         for ctx, row in r["contexts"].items():
             cells = "".join((f"{row[k]:.2f}" if isinstance(row.get(k), float) else "-").rjust(15) for k, _ in cols)
@@ -463,6 +475,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-gemv", action="store_true",
                     help="skip the variants with the Triton small-M weight products (FastLM gemv=True)")
     ap.add_argument("--e2e-gemv", action="store_true", help="decode the end-to-end run with gemv=True")
+    ap.add_argument("--gemv-verify", action="store_true",
+                    help='the gemv variant is FastLM(gemv="all"): verify steps (<= 16 tokens) take the Triton split-K '
+                         "path too (kernels per VIDSPEC_GEMV_TABLE when set, else gemv.py's defaults)")
+    ap.add_argument("--variants", default="graph,fused,gemv",
+                    help="which of our step variants to time (comma-separated: graph, fused, gemv)")
+    ap.add_argument("--skip-hf", action="store_true", help="skip the HF generate / eager-step baselines")
+    ap.add_argument("--no-draft", action="store_true", help="skip the one-layer draft-step measurements")
     ap.add_argument("--reps", type=int, default=30, help="timed repetitions per step measurement")
     ap.add_argument("--prefill-chunk", type=int, default=32768,
                     help="LM prefill chunk of our path (FastTarget's default; 8192 was session 1's, 0.2 s slower at 25k)")
@@ -473,6 +492,9 @@ def main(argv=None) -> int:
     args.contexts = [int(c) for c in args.contexts.split(",") if c]
     args.hf_static_contexts = {int(c) for c in args.hf_static_contexts.split(",") if c}
     families = [f for f in args.families.split(",") if f]
+    args.variants = [v for v in args.variants.split(",") if v]
+    if unknown := set(args.variants) - {"graph", "fused", "gemv"}:
+        ap.error(f"unknown --variants {sorted(unknown)}")
     args.gen_tokens, args.loop_tokens, args.e2e_tokens = 32, 64, 512
     args.draft_context = 512
     if args.quick:
@@ -482,6 +504,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     results: dict = {"machine": machine_info(), "args": {k: (sorted(v) if isinstance(v, set) else v)
                                                          for k, v in vars(args).items()}}
+    table_path = os.environ.get("VIDSPEC_GEMV_TABLE")
+    if table_path:  # recorded beside the numbers it produced (FastLM validates it again at construction)
+        results["gemv_table"] = {"path": table_path, "table": json.loads(Path(table_path).read_text())}
     results["bandwidth_bytes_per_s"] = bw = copy_bandwidth()
     results["families"] = {}
     out = Path(args.out)
