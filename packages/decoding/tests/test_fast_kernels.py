@@ -35,6 +35,8 @@ TOL = 1e-4
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 RUN_KERNELS = HAS_TRITON and (torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET") == "1")
 needs_kernels = pytest.mark.skipif(not RUN_KERNELS, reason="needs Triton (CUDA, or TRITON_INTERPRET=1 on CPU)")
+needs_interpreter = pytest.mark.skipif(not (HAS_TRITON and os.environ.get("TRITON_INTERPRET") == "1"),
+                                       reason="fp32 on CPU through Triton's interpreter; on CUDA see test_fast_gpu.py")
 
 
 def _patch_interpreter() -> None:
@@ -237,7 +239,7 @@ def test_gemv_option_is_refused_off_cuda(tiny):
         FastLM(target.model.model.language_model, target.model.lm_head, max_len=64, gemv=True)
 
 
-@needs_kernels
+@needs_interpreter
 @pytest.mark.parametrize(("m", "n", "k", "split", "bn", "bk"), [
     (1, 40, 600, 3, 16, 64),   # one row (no dot), N and K not multiples of the blocks, a short last slice
     (9, 70, 600, 4, 32, 64),   # a K=8 verify step's rows
@@ -276,7 +278,7 @@ def test_default_configs_split_narrow_verify_products():
     assert splits == {(4608, 3584): 7, (3584, 3584): 7, (3584, 18944): 10, (37888, 3584): 1, (152064, 3584): 1}
 
 
-@needs_kernels
+@needs_interpreter
 def test_gemv_table_overrides_defaults(tmp_path, monkeypatch):
     """VIDSPEC_GEMV_TABLE: exact row classes win over m2-16, "cublas" means F.linear, other shapes keep the defaults."""
     _patch_interpreter()
