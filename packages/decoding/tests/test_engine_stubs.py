@@ -164,3 +164,16 @@ def test_prepare_runs_in_the_prefill_before_the_first_token(first_is_eos):
     # a drafter without prepare: nothing is timed for it
     plain = SpeculativeDecoder(target(), oracle_drafter(SCRIPT), k=3).generate(REQ, max_new_tokens=len(SCRIPT))
     assert plain.timings.draft_prefill_s == 0.0
+
+
+def test_loose_verifiers_see_the_targets_stop_ids():
+    # The target answers "2" and ends (EOS = 1); the draft runs on past the end. λ = 1 with the
+    # "always" predicate relaxes every mismatch, except one where the target (or draft) ends.
+    from vidspec.decoding.verifiers.registry import build_verifier
+
+    script = [2, 1, 4, 5, 6, 7]
+    t = target(eos=1, script=script)
+    verifier = build_verifier("lvspec-pst", lam=1.0, predicate="always", protected_ids=())
+    drafter = oracle_drafter(script, wrong_at=lambda i: i == 1)  # drafts 2 where the target says EOS
+    res = SpeculativeDecoder(t, drafter, verifier, k=4).generate(REQ, max_new_tokens=8)
+    assert list(res.token_ids) == [2, 1] and res.finish_reason == "eos"

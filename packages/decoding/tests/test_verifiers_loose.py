@@ -294,6 +294,37 @@ def test_protected_tokens_never_relaxed_nor_shifted() -> None:
     assert d.n_accepted == 3
 
 
+def test_stop_tokens_are_never_relaxed_nor_shifted() -> None:
+    # A one-letter answer: the target ends after "A"; the draft runs on with words, one of which
+    # is the target's next choice a position later (what PST would take). Session 10's MCQ run
+    # on the H200 turned "A" into "A videoA" this way.
+    a, video, eos = 3, 4, 9
+    out = VerifyOutput(logits=logits_for([a, eos, eos, 8]))
+    draft = Proposal((a, video, eos))
+    scores = [0.0] * 4
+    loose = lv(scores, lam=1.0, pst=True)
+    # without the target's stop ids (the context before session 10) the draft's words go through
+    assert loose.verify(draft, out, ctx()).n_accepted == 3
+    stopped = VerifyContext(state=make_state(), stop_ids=frozenset({eos}))
+    d = loose.verify(draft, out, stopped)
+    assert (d.n_accepted, d.next_token, d.kinds) == (1, eos, ("strict",))
+    # the draft ending where the target goes on is not relaxed either
+    out = VerifyOutput(logits=logits_for([a, video, 5, 8]))
+    d = loose.verify(Proposal((a, eos, 5)), out, stopped)
+    assert (d.n_accepted, d.next_token) == (1, video)
+    # FLy: a relaxable mismatch (flat top-3, recovered window) is rejected when it ends the answer
+    fly = FLyVerifier()
+    k = 8
+    toks = [0] * k
+    toks[1] = 1
+    logits = _fly_logits(k, 1, flat=True)
+    assert fly.verify(Proposal(tuple(toks)), VerifyOutput(logits), ctx()).n_accepted == k
+    target_eos = VerifyContext(state=make_state(), stop_ids=frozenset({int(logits[1].argmax())}))
+    assert fly.verify(Proposal(tuple(toks)), VerifyOutput(logits), target_eos).n_accepted == 1
+    draft_eos = VerifyContext(state=make_state(), stop_ids=frozenset({1}))
+    assert fly.verify(Proposal(tuple(toks)), VerifyOutput(logits), draft_eos).n_accepted == 1
+
+
 class FakeTokenizer:
     """Minimal HF-like tokenizer: vocabulary lookup, greedy longest-match encoding."""
 

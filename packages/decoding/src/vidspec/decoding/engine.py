@@ -243,7 +243,7 @@ class SpeculativeDecoder:
         # Once per request: the host's time in the drafter's begin (the first token's part of its
         # start; the prompt's part ran in prepare, in the prefill phase).
         timings["begin_s"] = time.perf_counter() - t1
-        ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator)
+        ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator, stop_ids=eos)
         on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))
                      and callable(getattr(target, "verify_device", None)))
         max_draft = getattr(drafter, "max_draft", self.k)  # a FastModelDrafter drafts any k on the device

@@ -218,6 +218,9 @@ class VerifyContext:
         top_p: nucleus mass for sampling (1.0 = off).
         generator: the RNG for sampling decisions.
         memory: per-request scratch space owned by the verifier (running score windows).
+        stop_ids: the target's end-of-sequence ids. Loose verifiers never relax a mismatch where
+            either side is one of them: ending the answer, or going on past the target's end, is
+            never a wording choice (the engines pass ``target.eos_token_ids``).
     """
 
     state: TargetState
@@ -225,6 +228,7 @@ class VerifyContext:
     top_p: float = 1.0
     generator: torch.Generator | None = None
     memory: dict[str, Any] = field(default_factory=dict)
+    stop_ids: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)

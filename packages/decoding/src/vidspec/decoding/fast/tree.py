@@ -437,7 +437,7 @@ class TreeSpeculativeDecoder:
         tb = time.perf_counter()
         drafter.begin(target, state, first)
         timings["begin_s"] = time.perf_counter() - tb  # host time (the prompt's part ran in prepare, in the prefill)
-        ctx = VerifyContext(state=state)
+        ctx = VerifyContext(state=state, stop_ids=eos)
         x_last = first
         on_device = (self.device_rounds and callable(getattr(drafter, "propose_tree_device", None))
                      and callable(getattr(target, "verify_tree_device", None)))

@@ -9,6 +9,9 @@ A mismatch at draft position i is accepted (keeping the draft token) when two ga
   rows, i.e. the draft "recovers" right away. If fewer than W draft tokens follow d_i, the
   window cannot be checked and the mismatch is rejected.
 
+A mismatch where either side is an end-of-sequence token (``VerifyContext.stop_ids``) is never
+relaxed.
+
 It never looks at the video ("visually blind"), which is the point of the comparison: at equal
 τ LVSpec should keep more of the visual facts. FLy drafts 15 tokens per round (``default_k``).
 
@@ -120,7 +123,8 @@ class FLyVerifier:
             if entropy is None:  # only rounds with a mismatch pay for the top-k
                 entropy = topk_entropy(logits, cfg.top).tolist()
             window_ok = i + cfg.window < k and all(match[i + 1 : i + 1 + cfg.window])
-            if entropy[i] >= cfg.theta - 1e-12 and window_ok and not math.isnan(entropy[i]):
+            ends = draft[i] in ctx.stop_ids or choice[i] in ctx.stop_ids  # the end of the answer is never relaxed
+            if entropy[i] >= cfg.theta - 1e-12 and window_ok and not ends and not math.isnan(entropy[i]):
                 kinds.append("loose")
                 continue
             return Decision(i, int(choice[i]), tuple(kinds))

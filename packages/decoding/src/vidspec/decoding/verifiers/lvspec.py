@@ -11,7 +11,9 @@ ALGORITHMS.md section 2. Per round:
    otherwise PST may accept it ("shift"); otherwise the round stops with the target's token.
 
 Protected tokens (negations, comparatives, numbers; :func:`protected_token_ids`) are always
-verified strictly: the paper names them as LVSpec's weakness.
+verified strictly: the paper names them as LVSpec's weakness. So is a mismatch where the draft or
+the target has an end-of-sequence token (``VerifyContext.stop_ids``): a one-letter MCQ answer
+("A" + EOS) must not run on with the draft's words.
 
 Usage::
 
@@ -351,6 +353,7 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
     choice = logits.argmax(-1).tolist()
     kinds: list[AcceptKind] = []
     prot = policy.protected
+    stop = ctx.stop_ids
     sampling = ctx.temperature > 0
     p = target_probs(logits, ctx.temperature, ctx.top_p) if sampling else None
     gen = ctx.generator
@@ -369,8 +372,9 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
         elif d == t:
             kinds.append("strict")
             continue
-        # a protected draft token, or a protected target token, is never overridden
-        guarded = d in prot or t in prot
+        # a protected draft token, or a protected target token, is never overridden; nor is a
+        # mismatch where either side ends the sequence (stopping, or running past the target's end)
+        guarded = d in prot or t in prot or d in stop or t in stop
         if (
             not guarded
             and policy.loose[i]
@@ -384,7 +388,7 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
             if float(residual.sum()) <= 0:
                 residual = p[i]
             t = int(torch.multinomial(residual / residual.sum(), 1, generator=gen))
-        if not guarded and t not in prot and policy.shift[i] and _in_window(t, draft, i, policy.pst_window):
+        if not guarded and t not in prot and t not in stop and policy.shift[i] and _in_window(t, draft, i, policy.pst_window):
             kinds.append("shift")
             continue
         return Decision(i, int(t), tuple(kinds))
