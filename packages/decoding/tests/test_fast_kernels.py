@@ -278,6 +278,29 @@ def test_default_configs_split_narrow_verify_products():
     assert splits == {(4608, 3584): 7, (3584, 3584): 7, (3584, 18944): 10, (37888, 3584): 1, (152064, 3584): 1}
 
 
+def test_builtin_table_is_the_measured_sweep_and_the_env_table_wins(tmp_path, monkeypatch):
+    """The packaged H200 table parses and gives the 7B shapes their measured configs (the q/k/v verify
+    product on cuBLAS); other shapes get the rules; VIDSPEC_GEMV_TABLE comes first."""
+    pytest.importorskip("triton")
+    import json
+
+    from vidspec.decoding.fast import gemv
+
+    monkeypatch.delenv(gemv.TABLE_ENV, raising=False)
+    table = gemv.builtin_table()
+    assert set(table) == {"m1", "m2-16"} and len(table["m1"]) == 5 and len(table["m2-16"]) == 5
+    assert gemv.gemv_config(9, 4608, 3584) == "cublas"
+    assert gemv.gemv_config(9, 3584, 18944) == table["m2-16"]["3584x18944"]
+    assert gemv.gemv_config(1, 3584, 18944)["split"] == table["m1"]["3584x18944"]["split"]
+    assert gemv.gemv_config(9, 48, 96) == gemv.default_config(9, 48, 96)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"m2-16": {"4608x3584": {"BN": 64, "BK": 128, "split": 2, "num_warps": 4,
+                                                        "num_stages": 4}}}))
+    monkeypatch.setenv(gemv.TABLE_ENV, str(path))
+    assert gemv.gemv_config(9, 4608, 3584)["split"] == 2
+    assert gemv.gemv_config(9, 3584, 18944) == table["m2-16"]["3584x18944"]  # not in the env table
+
+
 @needs_interpreter
 def test_gemv_table_overrides_defaults(tmp_path, monkeypatch):
     """VIDSPEC_GEMV_TABLE: exact row classes win over m2-16, "cublas" means F.linear, other shapes keep the defaults."""

@@ -23,8 +23,9 @@ split-K made the K=8 verify step slower (5.42 vs 4.98 ms), so FastLM's ``gemv=Tr
 single-token steps only; ``gemv="all"`` routes steps of up to 16 rows (issue 8's split-K path).
 
 Block sizes, split and kernel (``"cublas"``: ``F.linear``) per shape come from :func:`gemv_config`: a
-fixed table by weight shape, or a JSON table named by ``VIDSPEC_GEMV_TABLE`` (written by
-``benchmarks/gemv_sweep_gpu.py --table-out``; format in :func:`load_table`). No autotuning at run
+JSON table named by ``VIDSPEC_GEMV_TABLE``, else the built-in table measured on an H200 at the 7B
+shapes (``assets/gemv_h200.json``), else fixed rules by weight shape. Tables are written by
+``benchmarks/gemv_sweep_gpu.py --table-out`` (format in :func:`load_table`). No autotuning at run
 time (a graph capture must not time kernels).
 
 Registration: :func:`small_linear` is the custom op ``vidspec::small_linear`` through
@@ -289,16 +290,33 @@ def active_table() -> dict | None:
     return _tables[key]
 
 
+#: The built-in table: the fastest configs of session 10's H200 sweep at the Qwen2-7B shapes (the
+#: language model of Qwen2.5-VL-7B and LLaVA-OneVision-7B), rows 1 and 2-16.
+BUILTIN_TABLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "gemv_h200.json")
+_builtin: dict | None = None
+
+
+def builtin_table() -> dict:
+    """:data:`BUILTIN_TABLE`, validated once."""
+    global _builtin
+    if _builtin is None:
+        with open(BUILTIN_TABLE) as f:
+            _builtin = parse_table(json.load(f), BUILTIN_TABLE)
+    return _builtin
+
+
 def gemv_config(m: int, n: int, k: int) -> dict | str:
     """The config of an ``(m, k) x (k, n)`` product with ``1 <= m <= 16``: a dict of ``BN``, ``BK``,
     ``split``, ``num_warps``, ``num_stages`` (a fresh copy), or ``"cublas"`` (use ``F.linear``).
 
-    From the ``VIDSPEC_GEMV_TABLE`` table when it has the shape (row class ``m<m>`` first, then
-    ``m2-16``), else :func:`default_config`.
+    From the ``VIDSPEC_GEMV_TABLE`` table when it has the shape, else from the built-in table
+    (:data:`BUILTIN_TABLE`, measured on an H200) when it has it, else :func:`default_config`. In a
+    table, row class ``m<m>`` comes first, then ``m2-16``.
     """
-    table = active_table()
-    if table:
-        shape = f"{n}x{k}"
+    shape = f"{n}x{k}"
+    for table in (active_table(), builtin_table()):
+        if not table:
+            continue
         for m_class in (f"m{m}", "m2-16" if m > 1 else None):
             entry = table.get(m_class, {}).get(shape) if m_class else None
             if entry is not None:

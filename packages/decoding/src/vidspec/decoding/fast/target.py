@@ -137,7 +137,7 @@ class FastTarget:
     def __init__(self, adapter: HFVideoTarget, max_len: int = 8192, graphs: bool = True, compile: bool | None = None,
                  prefill_chunk: int = 32768, fast_vision: bool = True, bucket: int = 256, max_tree: int = DEFAULT_MAX_TREE,
                  fuse: bool | None = None, kernels: bool | None = None, compile_mode: str | None = None,
-                 gemv: bool = False):
+                 gemv: bool | str = False):
         if isinstance(adapter, FastTarget):
             raise TypeError("FastTarget wraps an eager adapter, not another FastTarget")
         self.adapter = adapter
