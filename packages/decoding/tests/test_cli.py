@@ -149,6 +149,8 @@ def test_real_process_exit_code_and_debug(tmp_path):
     (["--prompt", "What is <|video_pad|> here?"], "placeholder"),
     (["--method", "lvspec", "--relevance-layer", "99"], "relevance_layer"),
     (["--max-frames", "0"], "max-frames"),
+    (["--engine", "fast", "--fast-gemv", "all"], "needs --engine fast on a CUDA device"),
+    (["--fast-gemv", "fastest"], "unknown --fast-gemv 'fastest'"),
 ])
 def test_bad_options_are_one_line_errors(capfd, bikes, args, needle):
     code, out, err = run_cli(capfd, "--video", bikes, "--max-new-tokens", "4", *args)

@@ -69,6 +69,34 @@ def test_unknown_engine_is_one_line(capfd, synthvid, tmp_path):
         EvalConfig(benchmark="b", out="x", engine="fast", fast_max_len=0)
 
 
+def test_fast_gemv_is_checked_and_reaches_the_fast_target(capfd, synthvid, tmp_path, monkeypatch):
+    """--fast-gemv: unknown modes and Triton modes off CUDA are one-line errors before the run folder
+    exists; "off" is the default, recorded, and old runs without the field resume with it."""
+    code, err = _eval(capfd, synthvid, tmp_path / "x", "--engine", "fast", "--fast-gemv", "turbo")
+    assert code == 2 and "unknown --fast-gemv 'turbo' (choose from off, decode, all)" in _one_line(err)
+    code, err = _eval(capfd, synthvid, tmp_path / "x", "--engine", "fast", "--fast-gemv", "all")
+    assert code == 2 and "--fast-gemv all needs --engine fast on a CUDA device" in _one_line(err)
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ConfigError, match="needs --engine fast"):
+        EvalConfig(benchmark="b", out="x", engine="eager", device="cuda", fast_gemv="decode")
+    assert EvalConfig(benchmark="b", out="x", methods="ar", engine="fast", device="cuda:1", fast_gemv="all").fast_gemv == "all"
+    cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
+    old = cfg.to_dict()
+    del old["fast_gemv"]
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    runner_mod._check_resume(tmp_path, cfg)  # no error: recorded before the option, i.e. "off"
+    # the mode reaches FastTarget as its gemv option
+    seen = []
+    monkeypatch.setattr(runner_mod, "as_fast", lambda model, opts: seen.append(opts) or model)
+    from vidspec.decoding.methods import GEMV_MODES
+
+    assert GEMV_MODES == {"off": False, "decode": True, "all": "all"}
+    monkeypatch.setattr(runner_mod, "build_decoder", lambda *a, **kw: None)
+    fast = EvalConfig(benchmark="b", out=str(tmp_path), methods="ar", engine="fast", device="cuda", fast_gemv="decode")
+    runner_mod.build_decoders(fast, runner_mod.EvalModels(target=object()))
+    assert len(seen) == 1 and seen[0]["gemv"] is True
+
+
 def test_one_fast_target_per_loaded_model(tmp_path):
     from vidspec.decoding.fast import FastTarget
     from vidspec.decoding.models import load_target

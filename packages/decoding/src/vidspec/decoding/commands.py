@@ -31,6 +31,7 @@ from vidspec.decoding.methods import (
     TREE_METHODS,
     build_decoder,
     check_engine,
+    check_gemv,
     check_tree,
 )
 from vidspec.decoding.types import Request
@@ -93,6 +94,7 @@ def generate(
     probe: str | None = None,
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
+    fast_gemv: str = "off",
     draft_vocab: int | None = None,
     tree_total: int = DEFAULT_TREE["total_tokens"],
     tree_depth: int = DEFAULT_TREE["depth"],
@@ -136,6 +138,8 @@ def generate(
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
+        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
+            (verify steps of up to 16 tokens too, split-K; the 7B-shape verify step of issue 8).
         draft_vocab: Sparrow methods (tree-sparrow too): draft only the release's N most frequent tokens
             (a reduced head; the release needs a draft_vocab.json from 'vidspec sparrow-vocab').
         tree_total: tree methods: draft nodes kept per tree (the target verifies this many + 1 in one pass).
@@ -156,6 +160,7 @@ def generate(
     relevance = relevance_options(scorer, attention_heads, probe)
     if fast_max_len < 1:
         raise ConfigError(f"--fast-max-len must be >= 1, got {fast_max_len}")
+    gemv = check_gemv(fast_gemv, engine, device)
     if max_frames is not None and max_frames < 1:  # 0 would silently mean "the model's default"
         raise ConfigError(f"--max-frames must be >= 1, got {max_frames}")
     if not Path(video).exists():
@@ -178,7 +183,7 @@ def generate(
     decoder = build_decoder(
         method, target=target, draft=draft, k=k, device=device, dtype=dtype, max_frames=max_frames,
         relevance_layer=relevance_layer, temperature=temperature, loose=loose,
-        allow_target_mismatch=allow_target_mismatch, engine=engine, fast_options={"max_len": fast_max_len},
+        allow_target_mismatch=allow_target_mismatch, engine=engine, fast_options={"max_len": fast_max_len, "gemv": gemv},
         draft_vocab=draft_vocab, tree=tree,
     )
     t0 = time.perf_counter()

@@ -107,6 +107,22 @@ def check_engine(engine: str, fast_options: dict[str, Any] | None = None) -> str
     return engine
 
 
+#: ``--fast-gemv`` modes -> FastTarget's ``gemv``: cuBLAS for every weight product ("off"), the Triton
+#: GEMV for single-token steps ("decode"), or the Triton small-M/split-K path for steps of up to 16
+#: tokens too ("all": verify steps; per shape from the built-in H200 table, RESULTS section 17).
+GEMV_MODES: dict[str, bool | str] = {"off": False, "decode": True, "all": "all"}
+
+
+def check_gemv(mode: str, engine: str, device: str) -> bool | str:
+    """FastTarget's ``gemv`` for ``--fast-gemv mode``; a ConfigError naming the problem if it cannot apply."""
+    if mode not in GEMV_MODES:
+        raise ConfigError(f"unknown --fast-gemv {mode!r} (choose from {', '.join(GEMV_MODES)})")
+    if mode != "off" and (engine != "fast" or not str(device).startswith("cuda")):
+        raise ConfigError(f"--fast-gemv {mode} needs --engine fast on a CUDA device (Triton kernels), "
+                          f"got --engine {engine} --device {device}")
+    return GEMV_MODES[mode]
+
+
 def check_tree(tree: dict[str, Any] | None = None) -> dict[str, int]:
     """The tree shape ``tree`` asks for, over :data:`DEFAULT_TREE`; a ConfigError naming the option if bad."""
     unknown = sorted(set(tree or {}) - set(DEFAULT_TREE))

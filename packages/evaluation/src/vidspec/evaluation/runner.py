@@ -47,6 +47,7 @@ from vidspec.decoding.methods import (
     as_fast,
     build_decoder,
     check_engine,
+    check_gemv,
     check_tree,
     default_draft,
     tree_fast_options,
@@ -84,7 +85,7 @@ ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attent
                                   "draft_vocab": None, "eps": 0.01, "top_k": 5,
                                   "tree_total": DEFAULT_TREE["total_tokens"], "tree_depth": DEFAULT_TREE["depth"],
                                   "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True,
-                                  "sparrow_k": None}
+                                  "sparrow_k": None, "fast_gemv": "off"}
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,8 @@ class EvalConfig:
         engine: eager (the Hugging Face modules as loaded) or fast (FastTarget: static KV cache, CUDA
             graphs on CUDA; one FastTarget per loaded model, shared by every method's decoder).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
+        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
+            (verify steps of up to 16 tokens too, split-K). Recorded; resuming refuses another.
         draft_vocab: Sparrow methods: draft only the release's N most frequent tokens.
         tree_total: tree methods (tree-sd, tree-sparrow): draft nodes kept per tree.
         tree_depth: tree methods: tree depth (draft passes per round).
@@ -170,6 +173,7 @@ class EvalConfig:
     probe: str | None = None
     engine: str = "eager"
     fast_max_len: int = DEFAULT_FAST_MAX_LEN
+    fast_gemv: str = "off"
     draft_vocab: int | None = None
     tree_total: int = DEFAULT_TREE["total_tokens"]
     tree_depth: int = DEFAULT_TREE["depth"]
@@ -208,6 +212,7 @@ class EvalConfig:
                               "attention (attn_to_visual)")
         if self.fast_max_len < 1:
             raise ConfigError(f"--fast-max-len must be >= 1, got {self.fast_max_len}")
+        check_gemv(self.fast_gemv, self.engine, self.device)
         check_tree(self.tree)
         if any(m in SPARROW_METHODS for m in methods) and not self.sparrow:
             raise ConfigError(f"methods {', '.join(m for m in methods if m in SPARROW_METHODS)} need --sparrow DIR "
@@ -287,7 +292,8 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
                  protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe))
     target, draft_vlm = models.target, models.draft
     if config.engine == "fast":
-        fast_options: dict[str, Any] = {"max_len": config.fast_max_len}
+        fast_options: dict[str, Any] = {"max_len": config.fast_max_len,
+                                        "gemv": check_gemv(config.fast_gemv, config.engine, config.device)}
         if any(m in TREE_METHODS for m in config.methods):  # the shared target must hold the verify tree
             fast_options = tree_fast_options(fast_options, config.tree_total)
         target = as_fast(target, fast_options)
