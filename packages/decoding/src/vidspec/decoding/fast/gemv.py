@@ -179,12 +179,13 @@ def _k_slice(k: int, bk: int, split: int) -> int:
 
 
 def default_config(m: int, n: int, k: int) -> dict:
-    """The built-in config for an ``(m, k) x (k, n)`` product (no table).
+    """The rule-based config for an ``(m, k) x (k, n)`` product: shapes in neither table (at the 7B shapes
+    the built-in measured table, :data:`BUILTIN_TABLE`, takes precedence).
 
     ``m == 1`` (session 6's H200 sweep; no split, as measured there): ``BN`` 16 for narrow outputs
     (q/k/v, o), 4 for wide ones with long rows (gate/up, down), 8 for LM heads; ``BK`` 512 when it
     divides ``k``. ``m > 1``: ``(16, BN)`` dot tiles, ``BN`` 64 (32 for LM heads), split-K by
-    reasoning, not yet measured: enough slices for about :data:`TARGET_PROGRAMS` programs (4 per
+    reasoning (session 10's sweep chose splits of 5-7 at these shapes, RESULTS 17.2): enough slices for about :data:`TARGET_PROGRAMS` programs (4 per
     H200 SM) with slices of at least :data:`MIN_K_SLICE` columns, so at 7B shapes q/k/v (72 tiles)
     and o (56 tiles) split 7 ways, down (56 tiles, K = 18944) 10 ways, gate/up (592 tiles) and the
     head not at all.
