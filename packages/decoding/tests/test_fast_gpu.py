@@ -107,6 +107,19 @@ def test_fast_vision_bf16(cuda_tiny):
     assert rel_err(FastQwenVision(target.model.model.visual)(px, grid), ref) < REL
 
 
+def _verify_twice_and_generate(fast, req):
+    """A 5-token verify step twice (capture, then replay; rolled back each time), a 1-token step, then a
+    12-token greedy generation: ``(the two verify logits, the 1-token logits, the generated ids)``."""
+    st = fast.prefill(req)
+    toks = [int(st.first_logits.argmax()), 7, 8, 9, 10]
+    rows = []
+    for _ in range(2):
+        rows.append(fast.verify(st, toks).logits.clone())
+        fast.rollback(st, st.length - len(toks))
+    one = fast.verify(st, toks[:1]).logits.clone()
+    return rows, one, SpeculativeDecoder(fast).generate(req, max_new_tokens=12).token_ids
+
+
 @pytest.mark.parametrize("name", FAMILIES)
 def test_gemv_steps_match_cublas_steps(cuda_tiny, clip, name):
     """FastTarget(gemv=True) (Triton small-M products inside the compiled pieces and graphs) gives the
@@ -115,17 +128,8 @@ def test_gemv_steps_match_cublas_steps(cuda_tiny, clip, name):
 
     target = cuda_tiny(name)
     req = Request("Describe the video.", clip)
-    outs = []
-    for gemv in (False, True):
-        fast = FastTarget(target, max_len=1024, graphs=True, compile=True, gemv=gemv)
-        st = fast.prefill(req)
-        toks = [int(st.first_logits.argmax()), 7, 8, 9, 10]
-        rows = []
-        for _ in range(2):  # capture, then replay
-            rows.append(fast.verify(st, toks).logits.clone())
-            fast.rollback(st, st.length - len(toks))
-        one = fast.verify(st, toks[:1]).logits.clone()
-        outs.append((rows, one, SpeculativeDecoder(fast).generate(req, max_new_tokens=12).token_ids))
+    outs = [_verify_twice_and_generate(FastTarget(target, max_len=1024, graphs=True, compile=True, gemv=gemv), req)
+            for gemv in (False, True)]
     (a_rows, a_one, a_ids), (b_rows, b_one, b_ids) = outs
     for a, b in zip(a_rows, b_rows):
         assert rel_err(b, a) < REL
@@ -238,16 +242,8 @@ def test_gemv_all_steps_match_cublas_steps(cuda_tiny, clip, tmp_path, monkeypatc
     path.write_text(json.dumps({"m1": {s: cfg for s in shapes}, "m2-16": {s: cfg for s in shapes}}))
     monkeypatch.setenv(gemv.TABLE_ENV, str(path))
     req = Request("Describe the video.", clip)
-    outs = []
-    for fast in (ref, FastTarget(target, max_len=1024, graphs=True, compile=True, gemv="all")):
-        st = fast.prefill(req)
-        toks = [int(st.first_logits.argmax()), 7, 8, 9, 10]
-        rows = []
-        for _ in range(2):  # capture, then replay
-            rows.append(fast.verify(st, toks).logits.clone())
-            fast.rollback(st, st.length - len(toks))
-        one = fast.verify(st, toks[:1]).logits.clone()
-        outs.append((rows, one, SpeculativeDecoder(fast).generate(req, max_new_tokens=12).token_ids))
+    outs = [_verify_twice_and_generate(fast, req)
+            for fast in (ref, FastTarget(target, max_len=1024, graphs=True, compile=True, gemv="all"))]
     (a_rows, a_one, a_ids), (b_rows, b_one, b_ids) = outs
     for a, b in zip(a_rows, b_rows):
         assert rel_err(b, a) < REL
