@@ -31,6 +31,19 @@ plus the family's vision tensors (float32 on CPU; the model casts them):
                  second_per_grid_ts   (B,) float32   seconds per temporal patch
                  mm_token_type_ids    (B, L) int32   0 text, 2 video placeholder (M-RoPE needs it)
     LLaVA-OV     pixel_values_videos  (B, T, 3, H, W) float32 (every video must have T frames)
+                 position_ids         (B, L) int64   only with ``position_stretch`` (1-D RoPE positions)
+
+Length augmentation (training only by default)
+==============================================
+
+``frame_repeat`` repeats each clip's frames by a factor drawn per batch (LLaVA-OV batches need equal
+frame counts) from the list, so a model trained on 8-frame clips also reads the same 8 frames spread
+over 16..64+ frame slots, as a long video read at a large frame budget looks. ``position_stretch``
+(LLaVA-OV only) spaces the frames' 1-D RoPE positions by a factor drawn per example: frame t starts
+at ``t * s * tokens_per_frame`` after the first, so a short video spans the relative distances of an
+``s`` times longer one (RoPE sees only relative positions, so a constant offset would change
+nothing). Both draws depend only on (seed, epoch, dataset index), so a resumed run sees the same
+augmentation.
 
 Usage::
 
@@ -50,7 +63,7 @@ import hashlib
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -158,14 +171,22 @@ class VideoTextDataset(Dataset):
             is an error). None: no limit.
         frame_cache: folder for decoded frames (``.npz`` per video and frame budget); later
             epochs read them instead of decoding the mp4 again. None: always decode.
+        position_stretch: LLaVA-OV only: stretch factors of the frames' positions, one drawn per
+            example and epoch (see the module doc); None: positions 0..L-1 (no ``position_ids``).
+        seed: seed of the ``position_stretch`` draws.
+
+    Items are indexed by ``i`` or, from :class:`LengthAugmentSampler`, by ``(i, epoch, repeat)``:
+    the clip's frames are then repeated ``repeat`` times each.
     """
 
     def __init__(self, rows: list[Row], spec: InputSpec, max_length: int | None = None,
-                 frame_cache: str | None = None):
+                 frame_cache: str | None = None, position_stretch: list[int] | None = None, seed: int = 0):
         self.rows = rows
         self.spec = spec
         self.max_length = max_length
         self.frame_cache = Path(frame_cache) if frame_cache else None
+        self.position_stretch = list(position_stretch) if position_stretch else None
+        self.seed = seed
         self._adapter = None  # built lazily, once per worker process
 
     def __len__(self) -> int:
@@ -205,11 +226,14 @@ class VideoTextDataset(Dataset):
         os.replace(tmp, file)
         return clip
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def __getitem__(self, key: int | tuple[int, int, int]) -> dict[str, Any]:
+        i, epoch, repeat = key if isinstance(key, tuple) else (key, 0, 1)
         row = self.rows[i]
         ad = self.adapter
         tok = self.spec.tokenizer
         clip = self._read(row.video)
+        if repeat > 1:
+            clip = repeat_frames(clip, repeat)
         prompt_ids, visual = ad.build_prompt(Request(prompt=row.prompt, clip=clip))
         eos = tok.convert_tokens_to_ids("<|im_end|>")
         answer = tok(row.answer, add_special_tokens=False)["input_ids"] + [eos]
@@ -229,7 +253,47 @@ class VideoTextDataset(Dataset):
             sample["mm_token_type_ids"] = (ids == ad.video_token_id).to(torch.int32) * 2
         else:
             sample["pixel_values_videos"] = visual.tensors["pixel_values_videos"]
+            if self.position_stretch:
+                stretch = self.position_stretch[int(_rng(self.seed, epoch, i, _STRETCH).integers(
+                    len(self.position_stretch)))]
+                sample["position_ids"] = stretched_positions(ids, ad.video_token_id, ad.tokens_per_frame,
+                                                             clip.num_frames, stretch)
         return sample
+
+
+# Streams of the per-sample / per-batch draws (so repeat and stretch draws are independent).
+_REPEAT, _STRETCH = 1, 2
+
+
+def _rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng([seed, epoch, index, stream])
+
+
+def repeat_frames(clip: VideoClip, factor: int) -> VideoClip:
+    """``clip`` with each frame repeated ``factor`` times (frame order kept: f0 f0 f1 f1 ...)."""
+    ts = tuple(t for t in clip.timestamps for _ in range(factor))
+    return replace(clip, frames=np.repeat(clip.frames, factor, axis=0), fps=clip.fps * factor, timestamps=ts)
+
+
+def stretched_positions(ids: torch.Tensor, video_token_id: int, tokens_per_frame: int, num_frames: int,
+                        stretch: int) -> torch.Tensor:
+    """1-D positions of a LLaVA-OV example whose frames are ``stretch`` times further apart.
+
+    Tokens advance by one position, except the first token of each frame after the first, which
+    jumps ``(stretch - 1) * tokens_per_frame`` further: frames keep their inner layout, and text
+    after the video sits as far from the text before it as after a ``stretch`` times longer video.
+
+    Args:
+        ids: ``(L,) int64`` token ids of one example.
+    Returns:
+        ``(L,) int64`` positions; ``stretch == 1`` gives ``0..L-1``.
+    """
+    inc = torch.ones_like(ids)
+    if stretch > 1:
+        where = torch.nonzero(ids == video_token_id).flatten()
+        starts = where[0] + tokens_per_frame * torch.arange(1, num_frames)
+        inc[starts] += (stretch - 1) * tokens_per_frame
+    return torch.cumsum(inc, 0) - 1
 
 
 class Collator:
@@ -281,6 +345,13 @@ class Collator:
                     "use videos with at least max_frames frames"
                 )
             batch["pixel_values_videos"] = torch.cat([s["pixel_values_videos"] for s in samples])
+            if "position_ids" in samples[0]:
+                pos = torch.zeros((b, n), dtype=torch.long)
+                for i, s in enumerate(samples):
+                    k = s["position_ids"].shape[0]
+                    pos[i, :k] = s["position_ids"]
+                    pos[i, k:] = s["position_ids"][-1] + 1 + torch.arange(n - k)  # padding (masked anyway)
+                batch["position_ids"] = pos
         return batch
 
 
@@ -308,6 +379,40 @@ class ResumableSampler(DistributedSampler):
         return iter(indices)
 
 
+class LengthAugmentSampler(ResumableSampler):
+    """A :class:`ResumableSampler` that tags each index with its epoch and a frame-repeat factor.
+
+    It yields ``(index, epoch, repeat)``; ``repeat`` is drawn once per batch (consecutive runs of
+    ``batch_size`` indices, aligned to the start of the epoch, as the DataLoader batches them) from
+    ``frame_repeat``, seeded by (seed, epoch, the batch's first index): the same on a resumed run,
+    whose skip is a whole number of batches.
+    """
+
+    def __init__(self, dataset, *, frame_repeat: list[int], batch_size: int, **kw):
+        super().__init__(dataset, **kw)
+        self.frame_repeat = list(frame_repeat)
+        self.batch_size = batch_size
+
+    def __iter__(self):
+        skip = self._skip[1] if self._skip is not None and self._skip[0] == self.epoch else 0
+        indices = list(super().__iter__())
+        if skip % self.batch_size:
+            raise ConfigError(f"resume skip {skip} is not a whole number of batches of {self.batch_size}")
+        for start in range(0, len(indices), self.batch_size):
+            chunk = indices[start:start + self.batch_size]
+            r = self.frame_repeat[int(_rng(self.seed, self.epoch, chunk[0], _REPEAT).integers(len(self.frame_repeat)))]
+            yield from ((i, self.epoch, r) for i in chunk)
+
+
+def _factors(key: str, value: list[int] | None) -> list[int] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value):
+        raise ConfigError(f"data.{key} must be a non-empty list of integers >= 1 (e.g. [1, 2, 4, 8]), got {value!r}")
+    return [int(v) for v in value]
+
+
 class VideoTextDataModule(L.LightningDataModule):
     """Caption / QA rows from a dataset on disk, batched for Video-LLM training (see module doc).
 
@@ -333,6 +438,14 @@ class VideoTextDataModule(L.LightningDataModule):
         frame_cache: folder to cache decoded frames in (fast later epochs); None: decode each time.
         video_root: folder video paths are relative to (default: ``path``).
         mcq_instruction: instruction after the options of multiple-choice rows.
+        frame_repeat: length augmentation: repeat each training batch's frames by a factor drawn
+            from this list (e.g. ``[1, 2, 4, 8]``: 8-frame clips fill 8..64 frame slots; see the
+            module doc); None: off.
+        position_stretch: LLaVA-OV only: space each training example's frames ``s`` times further
+            apart in RoPE positions, ``s`` drawn from this list per example (e.g. ``[1, 2, 4]``);
+            None: off.
+        augment_val: apply ``frame_repeat`` and ``position_stretch`` to validation batches too
+            (validation draws use epoch 0, so every validation pass sees the same batches).
     """
 
     def __init__(
@@ -354,10 +467,15 @@ class VideoTextDataModule(L.LightningDataModule):
         frame_cache: str | None = None,
         video_root: str | None = None,
         mcq_instruction: str = MCQ_INSTRUCTION,
+        frame_repeat: list[int] | None = None,
+        position_stretch: list[int] | None = None,
+        augment_val: bool = False,
     ):
         super().__init__()
         if batch_size < 1 or num_workers < 0:
             raise ConfigError(f"need batch_size >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
+        frame_repeat = _factors("frame_repeat", frame_repeat)
+        position_stretch = _factors("position_stretch", position_stretch)
         self.save_hyperparameters()
         self.path = Path(path)
         self.tables = list(tables or ["."])
@@ -376,6 +494,9 @@ class VideoTextDataModule(L.LightningDataModule):
         self.frame_cache = frame_cache
         self.video_root = Path(video_root) if video_root else self.path
         self.mcq_instruction = mcq_instruction
+        self.frame_repeat = frame_repeat
+        self.position_stretch = position_stretch
+        self.augment_val = augment_val
         self.spec: InputSpec | None = None
         self.train_set: VideoTextDataset | None = None
         self.val_set: VideoTextDataset | None = None
@@ -420,12 +541,16 @@ class VideoTextDataModule(L.LightningDataModule):
                 raise ConfigError("VideoTextDataModule needs an input spec: call attach() or use a module "
                                   "with an input_spec() method")
             self.spec = module.input_spec()
+        if self.position_stretch and self.spec.hf_config.model_type != "llava_onevision":
+            raise ConfigError(f"data.position_stretch is for LLaVA-OV's 1-D positions; this model is "
+                              f"{self.spec.hf_config.model_type!r} (M-RoPE)")
         if stage in (None, "fit") and self.train_set is None:
             self.train_set = VideoTextDataset(self._rows(self.train_split, self.max_train_samples), self.spec,
-                                              self.max_length, self.frame_cache)
+                                              self.max_length, self.frame_cache, self.position_stretch, self.seed)
         if stage in (None, "fit", "validate") and self.val_split and self.val_set is None:
+            stretch = self.position_stretch if self.augment_val else None
             self.val_set = VideoTextDataset(self._rows(self.val_split, self.max_val_samples), self.spec,
-                                            self.max_length, self.frame_cache)
+                                            self.max_length, self.frame_cache, stretch, self.seed)
 
     def collator(self) -> Collator:
         assert self.spec is not None
@@ -449,8 +574,12 @@ class VideoTextDataModule(L.LightningDataModule):
             # A checkpoint taken after the epoch's last batch resumes at the next epoch.
             epoch, skip = (epoch + 1, 0) if done >= batches else (epoch, done * self.batch_size)
             self._resume = None
-        sampler = ResumableSampler(self.train_set, num_replicas=world, rank=rank, shuffle=self.shuffle,
-                                   seed=self.seed, epoch=epoch, skip=skip)
+        kw = dict(num_replicas=world, rank=rank, shuffle=self.shuffle, seed=self.seed, epoch=epoch, skip=skip)
+        if self.frame_repeat:
+            sampler = LengthAugmentSampler(self.train_set, frame_repeat=self.frame_repeat,
+                                           batch_size=self.batch_size, **kw)
+        else:
+            sampler = ResumableSampler(self.train_set, **kw)
         # Persistent workers: respawning them costs seconds per epoch (3-4 s with 12 workers on the
         # H200 machines), which on a small dataset stalled every few steps and cut 2-GPU DDP scaling
         # to 1.43x. The sampler runs in this process, so set_epoch and the resume skip still apply.
@@ -462,7 +591,11 @@ class VideoTextDataModule(L.LightningDataModule):
         if self.val_set is None:
             return []
         world, rank = self._world()
-        sampler = DistributedSampler(self.val_set, num_replicas=world, rank=rank, shuffle=False)
+        if self.frame_repeat and self.augment_val:
+            sampler = LengthAugmentSampler(self.val_set, frame_repeat=self.frame_repeat, batch_size=self.val_batch_size,
+                                           num_replicas=world, rank=rank, shuffle=False, seed=self.seed)
+        else:
+            sampler = DistributedSampler(self.val_set, num_replicas=world, rank=rank, shuffle=False)
         return DataLoader(self.val_set, batch_size=self.val_batch_size, sampler=sampler,
                           collate_fn=self.collator(), num_workers=self.num_workers)
 

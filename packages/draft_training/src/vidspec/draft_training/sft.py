@@ -202,9 +202,11 @@ class VLMSFTModule(L.LightningModule):
 
     def hidden_states(self, batch: dict[str, Any]) -> torch.Tensor:
         """``(B, L, d)`` final hidden states (after the final norm) of the language model."""
+        # position_ids: only in batches of the data module's position_stretch (LLaVA-OV, 1-D RoPE).
+        extra = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}
         out = self.model.model(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
-            return_dict=True, **self._vision_kwargs(batch),
+            return_dict=True, **self._vision_kwargs(batch), **extra,
         )
         return out.last_hidden_state
 
