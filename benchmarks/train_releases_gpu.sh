@@ -21,7 +21,9 @@
 # TARGET_STEPS, DRAFT_TIME, SPARROW_TIME, SPARROW_STEPS (the step count the Sparrow LR schedule
 # decays over; gpu profile: 520, release: none, the LR stays near its peak until SPARROW_TIME stops the run),
 # SPARROW_EXTRA (more `vidspec train fit` arguments for the Sparrow stage, e.g.
-# "--model.init_args.loss.mtp_steps 4"), VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
+# "--model.init_args.loss.mtp_steps 4"), TARGET_EXTRA (the same for the target stage, e.g. the length
+# augmentation "--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4]" that let the CPU
+# release read 256-frame videos, benchmarks/results/long_video_cpu/), VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
 # FREEZE_VISION (true).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
@@ -120,10 +122,11 @@ if [[ -z "${DRAFT:-}" && "$PROFILE" == "release" ]]; then
      --data.batch_size 64 > "$OUT/draft.log" 2>&1; echo "draft done: $?" >> "$OUT/draft.log") &
   DRAFT="$OUT/releases/synthvid-draft"
 fi
+read -r -a TARGET_ARGS <<< "${TARGET_EXTRA:-}"
 train synthvid-target synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
   "${TARGET_ARCH[@]}" --model.init_args.vision_init "$OUT/vision" --model.init_args.freeze_vision "$FREEZE_VISION" \
   --model.init_args.optim.lr "$LR" \
-  --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05
+  --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05 "${TARGET_ARGS[@]}"
 # Sparrow: distilled from the target on the target's own caption style (KL to its outputs).
 read -r -a SPARROW_ARGS <<< "${SPARROW_EXTRA:-}"
 train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" "${SPARROW_STEPS:-$SMALL_STEPS}" \
