@@ -138,3 +138,29 @@ def test_position_stretch_is_llava_only(tiny_dataset):
     dm = _dm(tiny_dataset, qwen, frame_repeat=[2])
     b = next(iter(dm.train_dataloader()))
     assert b["video_grid_thw"][:, 0].tolist() == [FRAMES] * b["input_ids"].shape[0]
+
+
+def test_sparrow_distillation_reads_stretched_positions():
+    """With position_stretch batches, the Sparrow module runs its target on those position ids and gives
+    the draft the same positions; without them, the 1-D positions of the attention mask."""
+    from types import SimpleNamespace
+
+    from vidspec.draft_training.sparrow.module import SparrowDistillModule
+
+    seen = {}
+
+    def lm(**kw):
+        seen.update(kw)
+        hs = tuple(torch.zeros(1, 4, 2) for _ in range(3))
+        return SimpleNamespace(hidden_states=hs, last_hidden_state=hs[-1])
+
+    target = SimpleNamespace(family="llava-ov", model=SimpleNamespace(model=lm))
+    mod = SimpleNamespace(target=target, feature_cache=None, ivsb_layer=1, _ensure_target_device=lambda: None,
+                          _vision_kwargs=lambda batch: {})
+    mod.target_positions = lambda batch: SparrowDistillModule.target_positions(mod, batch)
+    batch = {"input_ids": torch.ones(1, 4, dtype=torch.long), "attention_mask": torch.ones(1, 4, dtype=torch.long)}
+    plain = SparrowDistillModule.target_features(mod, batch)
+    assert "position_ids" not in seen and plain["positions"].tolist() == [[[0, 1, 2, 3]]]
+    stretched = torch.tensor([[0, 1, 9, 10]])
+    out = SparrowDistillModule.target_features(mod, {**batch, "position_ids": stretched})
+    assert torch.equal(seen["position_ids"], stretched) and out["positions"].tolist() == [[[0, 1, 9, 10]]]

@@ -277,6 +277,8 @@ class SparrowDistillModule(L.LightningModule):
                 ids, mm_token_type_ids=batch["mm_token_type_ids"], video_grid_thw=batch.get("video_grid_thw"),
                 second_per_grid_ts=batch.get("second_per_grid_ts"), attention_mask=mask)
             return pos
+        if "position_ids" in batch:  # the data module's position_stretch (LLaVA-OV, 1-D RoPE)
+            return batch["position_ids"][None]
         return ((mask.long().cumsum(-1) - 1).clamp_min(0))[None]
 
     @torch.no_grad()
@@ -290,9 +292,10 @@ class SparrowDistillModule(L.LightningModule):
         if self.feature_cache is not None:
             return self.feature_cache.lookup(batch, self.draft.fc.weight.device)
         self._ensure_target_device()
+        extra = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}  # position_stretch
         out = self.target.model.model(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
-            output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch))
+            output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch), **extra)
         hs = out.hidden_states
         return {"penult": hs[-2], "mid": hs[self.ivsb_layer], "last": out.last_hidden_state,
                 "positions": self.target_positions(batch)}
