@@ -47,7 +47,11 @@
 # tokenizer as a freshly trained target; DRAFT=none leaves those four methods out), EVAL_LIMIT (40),
 # MCQ_LIMIT (EVAL_LIMIT), HF_LIMIT (20: videos of the HF generate comparison), METHODS, MAX_NEW_TOKENS (64), FIGURES_LIMIT (20: samples of the train phase's figures.json, kept
 # small so the train phase fits a 10-minute call), LONG_FRAMES (0: no long pass), LONG_SHORT_FRAMES
-# (64), LONG_LIMIT (10), REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
+# (64), LONG_LIMIT (10), LONG_TRAIN (1: before the long pass, fine-tune the target with the length augmentation
+# LONG_AUGMENT ("--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4,6]") for LONG_TRAIN_TIME / LONG_TRAIN_STEPS
+# (00:00:02:10 / 1000), distil a Sparrow draft from it (LONG_SPARROW_TIME / LONG_SPARROW_STEPS: 00:00:01:40 / 520), both
+# at batch LONG_BATCH (16), exported to $OUT/releases/long-{target,sparrow}, and read the long set with them; RESULTS 17.5),
+# REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
 # arguments for every eval run, e.g. "--lam 1.0 --predicate prob --eps 0.1": the loose predicate that kept every fact in
 # benchmarks/loose_predicate.py, or "--sparrow_k 16": the Sparrow chains' K alone (K = 8 was the best of the session-7 and session-8 sweeps on the
 # 24-layer testbed; with session 9's draft, K = 16 gave the best eval, RESULTS 17.1); use another OUT, since a run folder refuses a changed config), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
@@ -73,6 +77,15 @@ DRAFT=${DRAFT:-$REPO/data/releases/synthvid-draft}
 LONG_FRAMES=${LONG_FRAMES:-0}
 LONG_SHORT_FRAMES=${LONG_SHORT_FRAMES:-64}
 LONG_LIMIT=${LONG_LIMIT:-10}
+LONG_TRAIN=${LONG_TRAIN:-0}
+LONG_TRAIN_TIME=${LONG_TRAIN_TIME:-00:00:02:10}
+LONG_TRAIN_STEPS=${LONG_TRAIN_STEPS:-1000}
+LONG_SPARROW_TIME=${LONG_SPARROW_TIME:-00:00:01:40}
+LONG_SPARROW_STEPS=${LONG_SPARROW_STEPS:-520}
+LONG_BATCH=${LONG_BATCH:-16}
+LONG_AUGMENT=${LONG_AUGMENT:---data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4,6]}
+LONG_ACCEL=gpu
+LONG_PRECISION=bf16-mixed
 NUM_VIDEOS=${NUM_VIDEOS:-12000}
 WORKERS=${WORKERS:-8}
 DDP_STEPS=${DDP_STEPS:-120}
@@ -87,9 +100,13 @@ REPLAY_JSON=replay_7b.json
 if [[ "$SMOKE" == "1" ]]; then
   EVAL_LIMIT=2; MCQ_LIMIT=2; HF_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1
   LONG_SHORT_FRAMES=8
+  LONG_TRAIN_STEPS=3; LONG_SPARROW_STEPS=3; LONG_BATCH=4; LONG_ACCEL=cpu; LONG_PRECISION=32-true; LONG_WORKERS=0
+  LONG_AUGMENT="--data.frame_repeat [1,2] --data.position_stretch [1,2]"
   DDP_STEPS=4; DDP_WARMUP=1; DDP_BATCH=4; DDP_ACCEL=cpu; DDP_WORKERS=0
   REPLAY_ARGS+=(--smoke --device cpu); REPLAY_JSON=replay_7b_smoke.json
 fi
+LONG_WORKERS=${LONG_WORKERS:-$WORKERS}
+read -r -a LONG_AUG_ARGS <<< "$LONG_AUGMENT"  # e.g. "--data.frame_repeat [1,2,4] --data.position_stretch [1,2]"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=$SEED
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -156,6 +173,19 @@ c = json.loads(p.read_text())["config"]
 sys.exit(0 if c.get("limit") == int(sys.argv[2]) and set(sys.argv[3].split(",")) <= set(c.get("methods") or []) else 1)
 EOF
 }
+long_release() {  # name recipe max_time max_steps [vidspec train fit args...]: one training stage of LONG_TRAIN, exported
+  local name=$1 recipe=$2 max_time=$3 steps=$4 run=$OUT/runs/$1 t; shift 4
+  if [[ -f "$OUT/releases/$name/manifest.json" ]]; then skip "train $name" "$OUT/releases/$name"; return; fi
+  t=$(stamp); rm -rf "$run"; mkdir -p "$run"
+  echo "== train $name ($recipe, at most $steps steps / $max_time)"
+  $VIDSPEC train fit --config "configs/train/$recipe.yaml" --trainer.accelerator "$LONG_ACCEL" \
+    --trainer.precision "$LONG_PRECISION" --data.path "$DATA" --data.frame_cache "$DATA/frames" \
+    --data.num_workers "$LONG_WORKERS" --trainer.limit_val_batches 0 --trainer.max_time "$max_time" \
+    --trainer.max_steps "$steps" --trainer.default_root_dir "$run" --trainer.logger.init_args.save_dir "$run" \
+    --checkpoint.dirpath "$run/checkpoints" "$@" > "$run/train.log" 2>&1
+  $VIDSPEC export --ckpt "$run/checkpoints/last.ckpt" --out "$OUT/releases/$name" --overwrite true >> "$run/train.log" 2>&1
+  took "train-$name" "$t"
+}
 eval_run() {  # name benchmark data limit methods [vidspec eval args...]
   local name=$1 bench=$2 data=$3 limit=$4 methods=$5 t; shift 5
   if eval_done "$OUT/$name" "$limit" "$methods"; then skip "$name" "$OUT/$name/summary.json"; return; fi
@@ -182,6 +212,19 @@ if want eval; then
     took eval-hf "$t"
   fi
   if (( LONG_FRAMES > 0 )); then
+    SAVED_TARGET=$TARGET; SAVED_SPARROW=$SPARROW
+    if [[ "$LONG_TRAIN" == "1" ]]; then
+      # Issue 9's long-video bar needs a target that reads long inputs: fine-tune the trained target with the
+      # length augmentation (RESULTS 17.5), distil a Sparrow draft from it, and read the long set with both.
+      long_release long-target synthvid-target-cpu "$LONG_TRAIN_TIME" "$LONG_TRAIN_STEPS" \
+        --model.init_args.init_from "$TARGET" --model.init_args.tokenizer "$TARGET" --model.init_args.freeze_vision true \
+        --data.batch_size "$LONG_BATCH" --model.init_args.optim.lr 3.0e-4 --model.init_args.optim.warmup_steps 20 \
+        --model.init_args.optim.min_lr_ratio 0.1 "${LONG_AUG_ARGS[@]}"
+      long_release long-sparrow sparrow-tiny-cpu "$LONG_SPARROW_TIME" "$LONG_SPARROW_STEPS" \
+        --model.init_args.target "$OUT/releases/long-target" --model.init_args.target_dtype float32 \
+        --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size "$LONG_BATCH"
+      TARGET=$OUT/releases/long-target; SPARROW=$OUT/releases/long-sparrow
+    fi
     LONG_DATA=${LONG_DATA:-$OUT/synthvid-long$LONG_FRAMES}
     if [[ ! -f "$LONG_DATA/synthvid.json" ]]; then
       echo "== long set: $LONG_LIMIT held-out videos of $LONG_FRAMES frames -> $LONG_DATA"
@@ -193,6 +236,7 @@ if want eval; then
       eval_run "eval-long$F" synthvid_captions "$LONG_DATA" "$LONG_LIMIT" ar,sparrow --frames "$F" \
         --fast_max_len $(( F * 17 + 1024 ))
     done
+    TARGET=$SAVED_TARGET; SPARROW=$SAVED_SPARROW
   fi
 fi
 

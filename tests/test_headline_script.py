@@ -18,7 +18,8 @@ STRICT = ("ar", "sd", "sparrow", "tree-sparrow")
 # Knobs of the script that a caller's shell could carry into the test.
 KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
-         "REPLAY_EXTRA")
+         "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
+         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -33,7 +34,7 @@ def test_headline_script_smoke(tmp_path):
     bin_dir = Path(sys.executable).parent
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in KNOBS}
-    env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "PY": sys.executable,
+    env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "LONG_TRAIN": "1", "PY": sys.executable,
                 "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
     first, first_s = _run(env)
 
@@ -50,6 +51,13 @@ def test_headline_script_smoke(tmp_path):
     assert doc["eval"]["mcq"]["methods"]["ar"]["accuracy"] is not None
     for run in ("long8", "long16"):  # the same held-out videos read at 8 and 16 frames
         assert set(doc["eval"][run]["methods"]) == {"ar", "sparrow"} and doc["eval"][run]["frames"] == int(run[4:])
+        # LONG_TRAIN=1: read by the length-augmented target and the Sparrow draft distilled from it
+        cfg = json.loads((out / f"eval-{run}" / "config.json").read_text())
+        assert cfg["target"].endswith("releases/long-target") and cfg["sparrow"].endswith("releases/long-sparrow")
+    long_cfg = json.loads((out / "releases" / "long-target" / "manifest.json").read_text())["training_config"]
+    assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
+    hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
+    assert hf_cfg["target"].endswith("releases/synthvid-target")
     hf = doc["hf_generate"]["results"]  # end to end against transformers' generate on the same target
     assert set(hf) == {"hf-generate", "ar", "sparrow"} and hf["hf-generate"]["ratio_to_hf_generate"] == 1.0
     assert hf["ar"]["identical_to_hf_generate"] == 1.0 and all(v["tokens_per_s"] > 0 for v in hf.values())
@@ -67,7 +75,8 @@ def test_headline_script_smoke(tmp_path):
     assert "vs transformers' generate" in first.stdout
 
     second, second_s = _run(env)  # same OUT: every phase is done, nothing is recomputed
-    for step in ("train", "eval-captions", "eval-mcq", "eval-hf", "eval-long8", "eval-long16", "replay", "ddp"):
+    for step in ("train", "eval-captions", "eval-mcq", "eval-hf", "train long-target", "train long-sparrow",
+                 "eval-long8", "eval-long16", "replay", "ddp"):
         assert f"== {step}: skipped, outputs exist" in second.stdout, step
     assert "train_releases_gpu.sh PROFILE=gpu" not in second.stdout
     assert second_s < max(20.0, first_s / 4), (first_s, second_s)
