@@ -41,6 +41,7 @@ from vidspec.decoding.methods import (
     DEFAULT_FAST_MAX_LEN,
     DEFAULT_TREE,
     DRAFT_VLM_METHODS,
+    GEMV_MODES,
     METHODS,
     SPARROW_METHODS,
     TREE_METHODS,
@@ -292,8 +293,7 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
                  protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe))
     target, draft_vlm = models.target, models.draft
     if config.engine == "fast":
-        fast_options: dict[str, Any] = {"max_len": config.fast_max_len,
-                                        "gemv": check_gemv(config.fast_gemv, config.engine, config.device)}
+        fast_options: dict[str, Any] = {"max_len": config.fast_max_len, "gemv": GEMV_MODES[config.fast_gemv]}
         if any(m in TREE_METHODS for m in config.methods):  # the shared target must hold the verify tree
             fast_options = tree_fast_options(fast_options, config.tree_total)
         target = as_fast(target, fast_options)

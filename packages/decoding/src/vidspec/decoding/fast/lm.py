@@ -549,10 +549,9 @@ class FastLM:
             raise ValueError(f"kernels=True needs a power-of-two head dim >= 16, this model's is {self.hd}")
         if gemv not in (False, True, "all"):
             raise ValueError(f"gemv must be False, True or 'all', got {gemv!r}")
-        self.gemv = bool(gemv)
         #: the most tokens a step may have for its weight products to take the Triton path (0: never)
         self.gemv_rows = 0
-        if self.gemv:
+        if gemv:
             if not (self.fused and on_cuda and _has_triton() and self.dtype in (torch.bfloat16, torch.float16)):
                 raise ValueError("gemv=True needs CUDA, Triton, fused weights and a bf16/fp16 model")
             from vidspec.decoding.fast import gemv as _gemv  # (registers vidspec::small_linear)

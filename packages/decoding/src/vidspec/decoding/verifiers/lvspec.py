@@ -352,8 +352,9 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
     logits = out.logits[: k + 1]
     choice = logits.argmax(-1).tolist()
     kinds: list[AcceptKind] = []
-    prot = policy.protected
-    stop = ctx.stop_ids
+    # The target's end-of-sequence ids are protected too: ending the answer, or running past the
+    # target's end, is never a wording choice.
+    prot = policy.protected | ctx.stop_ids
     sampling = ctx.temperature > 0
     p = target_probs(logits, ctx.temperature, ctx.top_p) if sampling else None
     gen = ctx.generator
@@ -372,9 +373,8 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
         elif d == t:
             kinds.append("strict")
             continue
-        # a protected draft token, or a protected target token, is never overridden; nor is a
-        # mismatch where either side ends the sequence (stopping, or running past the target's end)
-        guarded = d in prot or t in prot or d in stop or t in stop
+        # a protected draft token, or a protected target token, is never overridden
+        guarded = d in prot or t in prot
         if (
             not guarded
             and policy.loose[i]
@@ -388,7 +388,7 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
             if float(residual.sum()) <= 0:
                 residual = p[i]
             t = int(torch.multinomial(residual / residual.sum(), 1, generator=gen))
-        if not guarded and t not in prot and t not in stop and policy.shift[i] and _in_window(t, draft, i, policy.pst_window):
+        if not guarded and t not in prot and policy.shift[i] and _in_window(t, draft, i, policy.pst_window):
             kinds.append("shift")
             continue
         return Decision(i, int(t), tuple(kinds))
