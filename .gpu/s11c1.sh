@@ -1,5 +1,5 @@
 # template for session 11, call 1 (fresh, one H200): the headline train phase (~510 s). Timeouts sum below the call's limit.
-source .gpu/s4setup.sh; date
+source .gpu/setup.sh; date
 H=$PWD/runs/h12; X=$PWD/runs/x12; mkdir -p $X $H
 OUT=$H PHASES=train WORKERS=12 FIGURES_LIMIT=20 SPARROW_TIME=00:00:01:50 timeout 555 bash benchmarks/headline_gpu.sh > $X/train.log 2>&1
 echo "train rc $?" >> $X/train.log; date

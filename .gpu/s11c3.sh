@@ -4,7 +4,7 @@
 # Sparrow draft from it, generate 10 held-out videos of 1536 frames (seed 2) and read them at 64 and 1536 frames
 # (~1.1k and ~26k visual tokens) with ar and sparrow. The eval-captions/mcq/hf runs of call 2 are skipped as done.
 test -f runs/h12/releases/synthvid-target/manifest.json || { echo "NO TARGET: machine restarted"; exit 3; }
-source .gpu/s4setup.sh; date
+source .gpu/setup.sh; date
 H=$PWD/runs/h12; X=$OUT/x12c; mkdir -p $X
 OUT=$H PHASES=train,eval WORKERS=12 EVAL_LIMIT=40 MCQ_LIMIT=24 HF_LIMIT=20 EVAL_EXTRA="--lam 1.0 --predicate prob --eps 0.3 --sparrow_k 16" \
   LONG_FRAMES=1536 LONG_LIMIT=10 LONG_TRAIN=1 timeout 540 bash benchmarks/headline_gpu.sh > $X/long.log 2>&1
