@@ -51,6 +51,7 @@
 # LONG_AUGMENT ("--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4,6]") for LONG_TRAIN_TIME / LONG_TRAIN_STEPS
 # (00:00:02:10 / 1000), distil a Sparrow draft from it (LONG_SPARROW_TIME / LONG_SPARROW_STEPS: 00:00:01:40 / 520), both
 # at batch LONG_BATCH (16), exported to $OUT/releases/long-{target,sparrow}, and read the long set with them; RESULTS 17.5),
+# EVAL_PARTS (captions,mcq,hf,long: which runs of the eval phase to make, e.g. EVAL_PARTS=long for the long pass alone),
 # REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
 # arguments for every eval run, e.g. "--lam 1.0 --predicate prob --eps 0.1": the loose predicate that kept every fact in
 # benchmarks/loose_predicate.py, or "--sparrow_k 16": the Sparrow chains' K alone (K = 8 was the best of the session-7 and session-8 sweeps on the
@@ -78,6 +79,7 @@ LONG_FRAMES=${LONG_FRAMES:-0}
 LONG_SHORT_FRAMES=${LONG_SHORT_FRAMES:-64}
 LONG_LIMIT=${LONG_LIMIT:-10}
 LONG_TRAIN=${LONG_TRAIN:-0}
+EVAL_PARTS=${EVAL_PARTS:-captions,mcq,hf,long}
 LONG_TRAIN_TIME=${LONG_TRAIN_TIME:-00:00:02:10}
 LONG_TRAIN_STEPS=${LONG_TRAIN_STEPS:-1000}
 LONG_SPARROW_TIME=${LONG_SPARROW_TIME:-00:00:01:40}
@@ -123,6 +125,9 @@ else
   DRAFT=$(cd "$DRAFT" && pwd)
   DRAFT_ARGS=(--draft "$DRAFT")
 fi
+for p in ${EVAL_PARTS//,/ }; do
+  case "$p" in captions|mcq|hf|long) ;; *) echo "unknown eval part $p in EVAL_PARTS=$EVAL_PARTS (captions,mcq,hf,long)" >&2; exit 2 ;; esac
+done
 for p in ${PHASES//,/ }; do
   case "$p" in train|eval|replay|ddp) ;; *) echo "unknown phase $p in PHASES=$PHASES (train,eval,replay,ddp)" >&2; exit 2 ;; esac
 done
@@ -131,6 +136,7 @@ exec > >(tee -a "$OUT/headline.log") 2>&1
 
 stamp() { date +%s; }
 want() { [[ ",$PHASES," == *",$1,"* ]]; }
+part() { [[ ",$EVAL_PARTS," == *",$1,"* ]]; }
 took() { echo "$(( $(stamp) - $2 ))" > "$OUT/phases/$1.seconds"; echo "   $1: $(( $(stamp) - $2 )) s"; }
 skip() { echo "== $1: skipped, outputs exist ($2)"; }
 T_START=$(stamp)
@@ -200,9 +206,11 @@ if want eval; then
   if [[ ! -f "$TARGET/manifest.json" || ! -f "$SPARROW/manifest.json" ]]; then
     echo "eval: no releases in $OUT/releases (run PHASES=train first)" >&2; exit 1
   fi
-  eval_run eval-captions synthvid_captions "$DATA" "$EVAL_LIMIT" "$METHODS"
-  eval_run eval-mcq synthvid_mcq "$DATA" "$MCQ_LIMIT" "$METHODS"
-  if [[ -f "$OUT/eval-hf/hf_generate_e2e.json" ]]; then
+  part captions && eval_run eval-captions synthvid_captions "$DATA" "$EVAL_LIMIT" "$METHODS"
+  part mcq && eval_run eval-mcq synthvid_mcq "$DATA" "$MCQ_LIMIT" "$METHODS"
+  if ! part hf; then
+    :
+  elif [[ -f "$OUT/eval-hf/hf_generate_e2e.json" ]]; then
     skip eval-hf "$OUT/eval-hf/hf_generate_e2e.json"
   else  # issue 9: end-to-end tokens/s against transformers' own generate on the same target
     t=$(stamp)
@@ -211,7 +219,7 @@ if want eval; then
       --max-new-tokens "$MAX_NEW_TOKENS" --device "$DEV" --engine fast --out "$OUT/eval-hf" 2>&1 | grep -v -i warn | tail -8
     took eval-hf "$t"
   fi
-  if (( LONG_FRAMES > 0 )); then
+  if (( LONG_FRAMES > 0 )) && part long; then
     SAVED_TARGET=$TARGET; SAVED_SPARROW=$SPARROW
     if [[ "$LONG_TRAIN" == "1" ]]; then
       # Issue 9's long-video bar needs a target that reads long inputs: fine-tune the trained target with the
