@@ -52,6 +52,7 @@
 # (00:00:02:10 / 1000), distil a Sparrow draft from it (LONG_SPARROW_TIME / LONG_SPARROW_STEPS: 00:00:01:40 / 520), both
 # at batch LONG_BATCH (16), exported to $OUT/releases/long-{target,sparrow}, and read the long set with them; RESULTS 17.5),
 # EVAL_PARTS (captions,mcq,hf,long: which runs of the eval phase to make, e.g. EVAL_PARTS=long for the long pass alone),
+# VIDSPEC_LOG_LEVEL (INFO: the eval runs log their stage timings, so a run cut by a call limit shows where it was),
 # REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
 # arguments for every eval run, e.g. "--lam 1.0 --predicate prob --eps 0.1": the loose predicate that kept every fact in
 # benchmarks/loose_predicate.py, or "--sparrow_k 16": the Sparrow chains' K alone (K = 8 was the best of the session-7 and session-8 sweeps on the
@@ -109,7 +110,7 @@ if [[ "$SMOKE" == "1" ]]; then
 fi
 LONG_WORKERS=${LONG_WORKERS:-$WORKERS}
 read -r -a LONG_AUG_ARGS <<< "$LONG_AUGMENT"  # e.g. "--data.frame_repeat [1,2,4] --data.position_stretch [1,2]"
-export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=$SEED
+export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=$SEED VIDSPEC_LOG_LEVEL=${VIDSPEC_LOG_LEVEL:-INFO}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 DATA=${DATA:-$OUT/synthvid}

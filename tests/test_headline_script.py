@@ -19,7 +19,7 @@ STRICT = ("ar", "sd", "sparrow", "tree-sparrow")
 KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
-         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS")
+         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -73,6 +73,9 @@ def test_headline_script_smoke(tmp_path):
     assert sp["dsr_prepare_in_decode"] < sp["dsr"]
     assert "| captions | sparrow |" in first.stdout and "7B-shape replay" in first.stdout
     assert "vs transformers' generate" in first.stdout
+    # VIDSPEC_LOG_LEVEL=INFO by default: each eval run logs its stages (a run cut by a call limit shows where it was)
+    assert "eval-captions: models loaded and decoders built" in first.stdout
+    assert "eval-long16: ar warm-up decode" in first.stdout
 
     second, second_s = _run(env)  # same OUT: every phase is done, nothing is recomputed
     for step in ("train", "eval-captions", "eval-mcq", "eval-hf", "train long-target", "train long-sparrow",
@@ -82,3 +85,11 @@ def test_headline_script_smoke(tmp_path):
     assert second_s < max(20.0, first_s / 4), (first_s, second_s)
     again = json.loads((out / "headline.json").read_text())
     assert again["phase_seconds"] == doc["phase_seconds"] and again["eval"] == doc["eval"]
+
+
+def test_headline_script_refuses_an_unknown_eval_part(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in KNOBS}
+    env.update({"SMOKE": "1", "OUT": str(tmp_path / "out"), "EVAL_PARTS": "captions,longg", "PY": sys.executable})
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=REPO)
+    assert proc.returncode == 2 and "unknown eval part longg" in proc.stderr

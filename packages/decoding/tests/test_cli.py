@@ -170,3 +170,19 @@ def test_closed_stdout_pipe_is_quiet(bikes):
     err = p.stderr.read()
     p.wait(timeout=120)
     assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_log_level_env(capfd, monkeypatch):
+    import logging
+
+    monkeypatch.setenv("VIDSPEC_LOG_LEVEL", "loud")
+    assert main(["--help"]) == 2
+    assert "VIDSPEC_LOG_LEVEL='LOUD'" in capfd.readouterr().err
+    monkeypatch.setenv("VIDSPEC_LOG_LEVEL", "info")
+    old = logging.getLogger("vidspec").level
+    try:
+        assert main(["--help"]) == 0
+        assert logging.getLogger("vidspec").level == logging.INFO
+        assert logging.getLogger("transformers").getEffectiveLevel() > logging.INFO  # the libraries stay quiet
+    finally:
+        logging.getLogger("vidspec").setLevel(old)

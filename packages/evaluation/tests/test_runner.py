@@ -171,3 +171,18 @@ def test_predicate_options_reach_the_verifier(synthvid, tmp_path):
     assert sum(r["loose_accepted"] for r in loose) > 0
     with pytest.raises(ConfigError, match="another config"):
         run_eval(EvalConfig(**{**cfg.to_dict(), "methods": cfg.methods, "eps": 0.5}))
+
+
+def test_stage_timings_are_logged(synthvid, tmp_path, caplog):
+    """At INFO (VIDSPEC_LOG_LEVEL=INFO) the runner says where its time goes: loading, each method's
+    warm-up and graph capture, and every timed decode, so a run cut by a time limit shows its stage."""
+    import logging
+
+    cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "r"), methods=("ar",),
+                     limit=2, max_new_tokens=4, progress=False)
+    with caplog.at_level(logging.INFO, logger="vidspec.evaluation.runner"):
+        run_eval(cfg)
+    text = caplog.text
+    assert "models loaded and decoders built" in text
+    assert "ar warm-up decode" in text
+    assert text.count(" ar: ") == 2 and "tokens, video" in text

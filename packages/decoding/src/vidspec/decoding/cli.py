@@ -59,6 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    level = os.environ.get("VIDSPEC_LOG_LEVEL", "").upper()
+    if level and not debug:  # vidspec's own loggers only (e.g. INFO: the eval's stage timings), not the libraries'
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            print(f"vidspec: error: VIDSPEC_LOG_LEVEL={level!r} (use DEBUG, INFO, WARNING or ERROR)", file=sys.stderr)
+            return 2
+        logging.getLogger("vidspec").setLevel(level)
     commands = _commands()
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage(commands))

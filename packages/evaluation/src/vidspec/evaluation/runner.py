@@ -623,15 +623,21 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
     notes: dict[str, str] = {}
     try:
         if todo:
+            t0 = time.perf_counter()
             models = models or load_models(config, frames)
             notes = models.notes
             decoders = build_decoders(config, models)
+            log.info("%s: models loaded and decoders built in %.1f s", out.name, time.perf_counter() - t0)
             if config.warmup:
                 # Untimed: the first decode of each method pays one-off costs (allocator growth,
                 # kernel autotuning, lazy imports) that are not what a user waits for per request.
                 for m in dict.fromkeys(m for _, m in todo):
+                    t0 = time.perf_counter()
                     decode_sample(decoders[m], todo[0][0], min(8, max_new))
-                    capture_fast_graphs(decoders[m], max_new)
+                    t1 = time.perf_counter()
+                    n = capture_fast_graphs(decoders[m], max_new)
+                    log.info("%s: %s warm-up decode %.1f s, %d graphs captured in %.1f s", out.name, m, t1 - t0, n,
+                             time.perf_counter() - t1)
             bar = _progress(len(todo), task.name, config.progress)
             for sample, method in todo:
                 bar.set_postfix_str(method)
@@ -640,6 +646,8 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
                 ar = records.get(sample.sample_id, "ar")
                 records.append(make_record(task.name, sample, method, dec.k, result, video_s, wall_s, ar,
                                            drafter=type(dec.drafter).__name__))
+                log.info("%s: %s %s: %d tokens, video %.2f s, decode %.2f s", out.name, sample.sample_id, method,
+                         result.num_new_tokens, video_s, wall_s)
                 bar.update(1)
             bar.close()
     finally:
