@@ -9,18 +9,15 @@
 # command and its entry-point subcommands exist. The commit comes from the carried .gitsha (the machine's
 # .git copy may name a stale commit).
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-if [ ! -f /tmp/site/.vidspec-ready ]; then
+if [ ! -f /tmp/site/.wheels-ready ]; then  # once per machine
   mkdir -p /tmp/site
   tar -C /tmp/site -xJf .whl-x/p.txz && tar -C /tmp/site -xJf .whl-x/av.txz || { echo "setup: cannot unpack .whl-x"; exit 3; }
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site \
-    ./packages/decoding ./packages/draft_training ./packages/evaluation > /tmp/site-install.log 2>&1 \
-    || { cat /tmp/site-install.log; echo "setup: pip install of the vidspec packages failed"; exit 3; }
-  touch /tmp/site/.vidspec-ready
-else  # warm machine: reinstall only our packages (the tree may have changed since the last call)
-  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site \
-    ./packages/decoding ./packages/draft_training ./packages/evaluation > /tmp/site-install.log 2>&1 \
-    || { cat /tmp/site-install.log; echo "setup: pip reinstall of the vidspec packages failed"; exit 3; }
+  touch /tmp/site/.wheels-ready
 fi
+# Every call (a warm machine's copy may be older than this call's tree): the vidspec distributions.
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site \
+  ./packages/decoding ./packages/draft_training ./packages/evaluation > /tmp/site-install.log 2>&1 \
+  || { cat /tmp/site-install.log; echo "setup: pip install of the vidspec packages failed"; exit 3; }
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 [ -f .gitsha ] && export VIDSPEC_GIT_SHA=$(cat .gitsha)
 python3 -c "import torch, transformers, datasets, jsonargparse, av, vidspec.decoding, vidspec.draft_training, vidspec.evaluation; print('setup: torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())" || exit 3

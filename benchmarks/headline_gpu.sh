@@ -203,23 +203,22 @@ eval_run() {  # name benchmark data limit methods [vidspec eval args...]
     --max_new_tokens "$MAX_NEW_TOKENS" --out "$OUT/$name" --no_progress true "${EVAL_ARGS[@]}" "$@"
   took "$name" "$t"
 }
+eval_hf() {  # issue 9: end-to-end tokens/s against transformers' own generate on the same target
+  local t
+  if [[ -f "$OUT/eval-hf/hf_generate_e2e.json" ]]; then skip eval-hf "$OUT/eval-hf/hf_generate_e2e.json"; return; fi
+  t=$(stamp)
+  echo "== eval-hf: HF generate vs our ar and sparrow, end to end, $HF_LIMIT videos"
+  $PY benchmarks/hf_generate_e2e.py --data "$DATA" --target "$TARGET" --sparrow "$SPARROW" --limit "$HF_LIMIT" \
+    --max-new-tokens "$MAX_NEW_TOKENS" --device "$DEV" --engine fast --out "$OUT/eval-hf" 2>&1 | grep -v -i warn | tail -8
+  took eval-hf "$t"
+}
 if want eval; then
   if [[ ! -f "$TARGET/manifest.json" || ! -f "$SPARROW/manifest.json" ]]; then
     echo "eval: no releases in $OUT/releases (run PHASES=train first)" >&2; exit 1
   fi
   part captions && eval_run eval-captions synthvid_captions "$DATA" "$EVAL_LIMIT" "$METHODS"
   part mcq && eval_run eval-mcq synthvid_mcq "$DATA" "$MCQ_LIMIT" "$METHODS"
-  if ! part hf; then
-    :
-  elif [[ -f "$OUT/eval-hf/hf_generate_e2e.json" ]]; then
-    skip eval-hf "$OUT/eval-hf/hf_generate_e2e.json"
-  else  # issue 9: end-to-end tokens/s against transformers' own generate on the same target
-    t=$(stamp)
-    echo "== eval-hf: HF generate vs our ar and sparrow, end to end, $HF_LIMIT videos"
-    $PY benchmarks/hf_generate_e2e.py --data "$DATA" --target "$TARGET" --sparrow "$SPARROW" --limit "$HF_LIMIT" \
-      --max-new-tokens "$MAX_NEW_TOKENS" --device "$DEV" --engine fast --out "$OUT/eval-hf" 2>&1 | grep -v -i warn | tail -8
-    took eval-hf "$t"
-  fi
+  part hf && eval_hf
   if (( LONG_FRAMES > 0 )) && part long; then
     SAVED_TARGET=$TARGET; SAVED_SPARROW=$SPARROW
     if [[ "$LONG_TRAIN" == "1" ]]; then
