@@ -6,7 +6,7 @@
 # session 10 (add captions to PARTS to rerun them, ~250 s). LIMIT: the timeout (default 570 s; make it fit the
 # device time left). PARTS (mcq,hf,long): e.g. PARTS=long first, since the long-video bar is the one never judged.
 # Each eval process on a machine pays ~100-230 s of compilation and graph capture before its first record
-# (RESULTS 18): the first is the dearest.
+# (RESULTS 18): the first is the dearest. The long pass's two runs now skip torch.compile (LONG_EVAL_EXTRA's default).
 test -f runs/h12/releases/synthvid-target/manifest.json || { echo "NO TARGET: machine restarted"; exit 3; }
 source .gpu/setup.sh; date
 H=$PWD/runs/h12; X=$OUT/x12b; mkdir -p $X

@@ -52,6 +52,9 @@
 # (00:00:02:10 / 1000), distil a Sparrow draft from it (LONG_SPARROW_TIME / LONG_SPARROW_STEPS: 00:00:01:40 / 520), both
 # at batch LONG_BATCH (16), exported to $OUT/releases/long-{target,sparrow}, and read the long set with them; RESULTS 17.5),
 # EVAL_PARTS (captions,mcq,hf,long: which runs of the eval phase to make, e.g. EVAL_PARTS=long for the long pass alone),
+# LONG_EVAL_EXTRA ("--fast_compile false": more `vidspec eval` arguments for the long pass's two runs, after EVAL_EXTRA; the
+# default keeps the fast engine's CUDA graphs but skips torch.compile, since the long pass measures tau, not time; set it
+# empty to compile),
 # VIDSPEC_LOG_LEVEL (INFO: the eval runs log their stage timings, so a run cut by a call limit shows where it was),
 # REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
 # arguments for every eval run, e.g. "--lam 1.0 --predicate prob --eps 0.1": the loose predicate that kept every fact in
@@ -99,6 +102,9 @@ DDP_WORKERS=12
 DEV=cuda
 read -r -a EVAL_ARGS <<< "${EVAL_EXTRA:-}"  # e.g. EVAL_EXTRA="--lam 1.0 --predicate prob --eps 0.1"
 read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-vocab 32768"
+# The long pass measures tau by video length: its two runs skip torch.compile by default (RESULTS 19), so a
+# fresh machine's first eval process does not spend minutes compiling before its first record.
+read -r -a LONG_EVAL_ARGS <<< "${LONG_EVAL_EXTRA---fast_compile false}"
 REPLAY_JSON=replay_7b.json
 if [[ "$SMOKE" == "1" ]]; then
   EVAL_LIMIT=2; MCQ_LIMIT=2; HF_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1
@@ -242,7 +248,7 @@ if want eval; then
     fi
     for F in "$LONG_SHORT_FRAMES" "$LONG_FRAMES"; do  # same videos, uniform sampling: only the length changes
       eval_run "eval-long$F" synthvid_captions "$LONG_DATA" "$LONG_LIMIT" ar,sparrow --frames "$F" \
-        --fast_max_len $(( F * 17 + 1024 ))
+        --fast_max_len $(( F * 17 + 1024 )) "${LONG_EVAL_ARGS[@]}"
     done
     TARGET=$SAVED_TARGET; SPARROW=$SAVED_SPARROW
   fi

@@ -19,7 +19,7 @@ STRICT = ("ar", "sd", "sparrow", "tree-sparrow")
 KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
-         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL")
+         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -54,10 +54,11 @@ def test_headline_script_smoke(tmp_path):
         # LONG_TRAIN=1: read by the length-augmented target and the Sparrow draft distilled from it
         cfg = json.loads((out / f"eval-{run}" / "config.json").read_text())
         assert cfg["target"].endswith("releases/long-target") and cfg["sparrow"].endswith("releases/long-sparrow")
+        assert cfg["fast_compile"] is False  # LONG_EVAL_EXTRA's default: the long pass measures tau, not time
     long_cfg = json.loads((out / "releases" / "long-target" / "manifest.json").read_text())["training_config"]
     assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
-    assert hf_cfg["target"].endswith("releases/synthvid-target")
+    assert hf_cfg["target"].endswith("releases/synthvid-target") and hf_cfg["fast_compile"] is True
     hf = doc["hf_generate"]["results"]  # end to end against transformers' generate on the same target
     assert set(hf) == {"hf-generate", "ar", "sparrow"} and hf["hf-generate"]["ratio_to_hf_generate"] == 1.0
     assert hf["ar"]["identical_to_hf_generate"] == 1.0 and all(v["tokens_per_s"] > 0 for v in hf.values())

@@ -97,6 +97,40 @@ def test_fast_gemv_is_checked_and_reaches_the_fast_target(capfd, synthvid, tmp_p
     assert len(seen) == 1 and seen[0]["gemv"] is True
 
 
+def test_fast_compile_off_reaches_the_target_and_every_sparrow_drafter(capfd, synthvid, tmp_path, monkeypatch):
+    """--fast-compile false: FastTarget and both Sparrow drafters get compile=False (nothing left to compile);
+    the default leaves each its own default (compile on CUDA); recorded, and a resume with the other value is refused."""
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.sparrow import new_sparrow_for
+
+    target = load_target("tiny-llava-ov")
+    models = EvalModels(target=target, sparrow=new_sparrow_for(target, seed=0))
+    base = dict(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512,
+                methods="ar,sparrow,tree-sparrow", tree_total=8, tree_depth=2, tree_top_k=2)
+    want = {}
+    for on in (True, False):
+        decs = build_decoders(EvalConfig(**base, fast_compile=on), models)
+        want[on] = (decs["sparrow"].drafter.want_compile, decs["tree-sparrow"].drafter.chain.want_compile)
+    assert want == {True: (None, None), False: (False, False)}
+    seen = []
+    monkeypatch.setattr(runner_mod, "as_fast", lambda model, opts: seen.append(opts) or model)
+    monkeypatch.setattr(runner_mod, "build_decoder", lambda *a, **kw: None)
+    for on in (True, False):
+        runner_mod.build_decoders(EvalConfig(**{**base, "methods": "ar"}, fast_compile=on), EvalModels(target=object()))
+    assert [o.get("compile", "default") for o in seen] == ["default", False]
+    monkeypatch.undo()
+
+    out = tmp_path / "run"
+    code, err = _eval(capfd, synthvid, out, "--engine", "fast", "--methods", "ar,sparrow", "--sparrow", "random",
+                      "--fast-compile", "false")
+    assert code == 0, err
+    assert json.loads((out / "config.json").read_text())["fast_compile"] is False
+    records = {r["method"]: r for r in read_jsonl(out / "records.jsonl")}
+    assert records["sparrow"]["token_identical_to_ar"]
+    code, err = _eval(capfd, synthvid, out, "--engine", "fast", "--methods", "ar,sparrow", "--sparrow", "random")
+    assert code == 2 and "fast_compile: False -> True" in _one_line(err)
+
+
 def test_one_fast_target_per_loaded_model(tmp_path):
     from vidspec.decoding.fast import FastTarget
     from vidspec.decoding.models import load_target

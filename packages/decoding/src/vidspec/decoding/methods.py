@@ -295,7 +295,7 @@ def build_decoder(
         raise ConfigError(f"--k must be >= 1 for method {method}, got {k}")
     if method in SPARROW_METHODS:
         return _sparrow_decoder(method, tgt, draft, verifier, k, temperature, allow_target_mismatch, engine,
-                                draft_vocab, device_rounds)
+                                draft_vocab, device_rounds, _sparrow_options(engine, fast_options))
     dm = _draft_vlm(method, tgt, draft, device, dtype, max_frames, draft_vocab)
     if engine == "fast":
         from vidspec.decoding.fast import FastModelDrafter
@@ -339,7 +339,8 @@ def _tree_decoder(method: str, tgt, draft, shape: dict[str, int], device: str, d
                           f"{nodes} nodes (--tree-total {shape['total_tokens']} + 1): raise fast option max_tree "
                           f"to >= {nodes} or lower --tree-total")
     if method == "tree-sparrow":
-        drafter = _tree_sparrow_drafter(tgt, draft, allow_target_mismatch, draft_vocab, engine)
+        drafter = _tree_sparrow_drafter(tgt, draft, allow_target_mismatch, draft_vocab, engine,
+                                        _sparrow_options(engine, fast_options))
     else:
         dm = _draft_vlm(method, tgt, draft, device, dtype, max_frames, draft_vocab)
         # The draft grows its tree in FastTarget tree sessions on either engine (TreeModelDrafter wraps
@@ -351,10 +352,20 @@ def _tree_decoder(method: str, tgt, draft, shape: dict[str, int], device: str, d
                                   device_rounds=device_rounds)
 
 
-def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: int | None, engine: str = "eager"):
+def _sparrow_options(engine: str, fast_options: dict[str, Any] | None) -> dict[str, Any]:
+    """The fast Sparrow drafters' share of ``fast_options``: ``compile`` (given: the target's choice holds for
+    the draft too, so ``compile=False`` leaves nothing of the run to ``torch.compile``)."""
+    if engine != "fast" or "compile" not in (fast_options or {}):
+        return {}
+    return {"compile": fast_options["compile"]}  # type: ignore[index]
+
+
+def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: int | None, engine: str = "eager",
+                          options: dict[str, Any] | None = None):
     """A TreeSparrowDrafter from a release folder, a Sparrow draft model or a TreeSparrowDrafter (as is).
 
-    On the fast engine a release or a model becomes a :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter`.
+    On the fast engine a release or a model becomes a :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter`
+    (with ``options``, its engine options).
     """
     from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
     from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
@@ -368,17 +379,20 @@ def _tree_sparrow_drafter(tgt, draft, allow_target_mismatch: bool, draft_vocab: 
         return draft
     if isinstance(draft, SparrowDraftModel):
         head_ids = load_draft_vocab(draft, draft_vocab) if draft_vocab else None
-        return cls(draft, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
+        return cls(draft, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids, **(options or {}))
     if not isinstance(draft, (str, Path)):
         raise ConfigError(f"method tree-sparrow needs a Sparrow release folder, a SparrowDraftModel or a "
                           f"TreeSparrowDrafter, not a {type(draft).__name__}")
-    return cls.from_pretrained(str(draft), tgt, allow_target_mismatch=allow_target_mismatch, draft_vocab=draft_vocab)
+    return cls.from_pretrained(str(draft), tgt, allow_target_mismatch=allow_target_mismatch, draft_vocab=draft_vocab,
+                               **(options or {}))
 
 
 def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: float,
                      allow_target_mismatch: bool, engine: str = "eager",
-                     draft_vocab: int | None = None, device_rounds: bool = True) -> SpeculativeDecoder:
-    """Decoder of a Sparrow method: ``draft`` is a release folder, a draft model or a drafter."""
+                     draft_vocab: int | None = None, device_rounds: bool = True,
+                     options: dict[str, Any] | None = None) -> SpeculativeDecoder:
+    """Decoder of a Sparrow method: ``draft`` is a release folder, a draft model or a drafter (used as is);
+    ``options``: the engine options of a drafter built here."""
     from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, load_draft_vocab
 
     cls = sparrow_drafter_class(engine)
@@ -390,8 +404,10 @@ def _sparrow_decoder(method: str, tgt, draft, verifier, k: int, temperature: flo
         drafter = draft
     elif isinstance(draft, SparrowDraftModel):
         head_ids = load_draft_vocab(draft, draft_vocab) if draft_vocab else None
-        drafter = cls(draft, temperature=temperature, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids)
+        drafter = cls(draft, temperature=temperature, allow_target_mismatch=allow_target_mismatch, head_ids=head_ids,
+                      **(options or {}))
     else:
         drafter = cls.from_pretrained(str(draft), tgt, temperature=temperature,
-                                      allow_target_mismatch=allow_target_mismatch, draft_vocab=draft_vocab)
+                                      allow_target_mismatch=allow_target_mismatch, draft_vocab=draft_vocab,
+                                      **(options or {}))
     return SpeculativeDecoder(tgt, drafter, verifier, k=k, method=method, device_rounds=device_rounds)

@@ -57,6 +57,7 @@ def evaluate(
     engine: str = "eager",
     fast_max_len: int = DEFAULT_FAST_MAX_LEN,
     fast_gemv: str = "off",
+    fast_compile: bool = True,
     draft_vocab: int | None = None,
     tree_total: int = DEFAULT_TREE["total_tokens"],
     tree_depth: int = DEFAULT_TREE["depth"],
@@ -108,6 +109,9 @@ def evaluate(
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
         fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
             (verify steps of up to 16 tokens too, split-K). Recorded; resuming refuses another.
+        fast_compile: fast engine on CUDA: fuse each step's elementwise work with torch.compile (false: the
+            same CUDA graphs without compiling, no compile time before the first record but slower steps;
+            for runs that measure acceptance, e.g. tau by video length). Recorded; resuming refuses another.
         draft_vocab: Sparrow methods: draft only the release's N most frequent tokens (a reduced head;
             needs a draft_vocab.json in the --sparrow release, from 'vidspec sparrow-vocab').
         tree_total: tree methods: draft nodes kept per tree (verified in one target pass with x_last).
@@ -137,7 +141,8 @@ def evaluate(
         draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k, sparrow_k=sparrow_k,
         max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
         relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
-        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, fast_gemv=fast_gemv, draft_vocab=draft_vocab,
+        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, fast_gemv=fast_gemv, fast_compile=fast_compile,
+        draft_vocab=draft_vocab,
         tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, device_rounds=device_rounds, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )

@@ -86,7 +86,7 @@ ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attent
                                   "draft_vocab": None, "eps": 0.01, "top_k": 5,
                                   "tree_total": DEFAULT_TREE["total_tokens"], "tree_depth": DEFAULT_TREE["depth"],
                                   "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True,
-                                  "sparrow_k": None, "fast_gemv": "off"}
+                                  "sparrow_k": None, "fast_gemv": "off", "fast_compile": True}
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,10 @@ class EvalConfig:
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
         fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
             (verify steps of up to 16 tokens too, split-K). Recorded; resuming refuses another.
+        fast_compile: fast engine on CUDA: fuse each step's elementwise work with ``torch.compile``
+            (one compilation per step length, paid by each process before its first record). False:
+            the same CUDA graphs over the uncompiled pieces, a slower step but no compilation, for
+            runs that measure acceptance (τ) rather than time. Recorded; resuming refuses another.
         draft_vocab: Sparrow methods: draft only the release's N most frequent tokens.
         tree_total: tree methods (tree-sd, tree-sparrow): draft nodes kept per tree.
         tree_depth: tree methods: tree depth (draft passes per round).
@@ -175,6 +179,7 @@ class EvalConfig:
     engine: str = "eager"
     fast_max_len: int = DEFAULT_FAST_MAX_LEN
     fast_gemv: str = "off"
+    fast_compile: bool = True
     draft_vocab: int | None = None
     tree_total: int = DEFAULT_TREE["total_tokens"]
     tree_depth: int = DEFAULT_TREE["depth"]
@@ -292,8 +297,11 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
                  pst_window=config.pst_window,
                  protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe))
     target, draft_vlm = models.target, models.draft
+    fast_options: dict[str, Any] | None = None
     if config.engine == "fast":
-        fast_options: dict[str, Any] = {"max_len": config.fast_max_len, "gemv": GEMV_MODES[config.fast_gemv]}
+        fast_options = {"max_len": config.fast_max_len, "gemv": GEMV_MODES[config.fast_gemv]}
+        if not config.fast_compile:  # else FastTarget's default: compile on CUDA when Triton is there
+            fast_options["compile"] = False
         if any(m in TREE_METHODS for m in config.methods):  # the shared target must hold the verify tree
             fast_options = tree_fast_options(fast_options, config.tree_total)
         target = as_fast(target, fast_options)
@@ -309,7 +317,7 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
                                k=None if m == "ar" or m in TREE_METHODS else k, device=config.device,
                                loose=loose, allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
                                draft_vocab=config.draft_vocab if sparrow else None, tree=config.tree,
-                               device_rounds=config.device_rounds)
+                               device_rounds=config.device_rounds, fast_options=fast_options)
     return out
 
 
