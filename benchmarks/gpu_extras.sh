@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-python3}
 OUT=${OUT:-runs/extras}
 STEPS=${STEPS:-tests,step,tree,replay,treeeval,rounds,rprof}
-RECORDS=${RECORDS:-benchmarks/results/gpu_session4/eval-captions/records.jsonl}
+RECORDS=${RECORDS:-benchmarks/results/gpu_session4/eval-captions/records.jsonl.gz}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 export PYTHONPATH="$PWD/packages/decoding/src${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false

@@ -21,7 +21,7 @@ loose verifier's own host work per round is not in the replay (the eval records 
 Run on the GPU machine from the repository root::
 
     PYTHONPATH=packages/decoding/src python benchmarks/replay_7b.py \\
-        --records benchmarks/results/gpu_session3/eval-rel-fast/records.jsonl --out "$OUT"     # ~2 min
+        --records benchmarks/results/gpu_session3/eval-rel-fast/records.jsonl.gz --out "$OUT"     # ~2 min
     python benchmarks/replay_7b.py --smoke --records ... --out /tmp/r   # CPU, tiny shapes, seconds
 
 Prints a table and writes ``replay_7b.json`` (``replay_7b_smoke.json``) with machine info to ``--out``.
@@ -30,6 +30,7 @@ Prints a table and writes ``replay_7b.json`` (``replay_7b_smoke.json``) with mac
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
@@ -61,7 +62,10 @@ def record_schedule(r: dict) -> list[int] | None:
 def schedules(records: Path, method: str, limit: int) -> list[list[int]]:
     """Per sample of ``method`` in ``records``, the acceptance count of each round (:func:`record_schedule`)."""
     out = []
-    for line in records.read_text().splitlines():
+    raw = records.read_bytes()
+    if records.suffix == ".gz":  # the archived runs under benchmarks/results are kept compressed
+        raw = gzip.decompress(raw)
+    for line in raw.decode().splitlines():
         r = json.loads(line)
         if r.get("method") != method or not r.get("target_passes"):
             continue

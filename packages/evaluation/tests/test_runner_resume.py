@@ -48,3 +48,21 @@ def test_resume_after_sigkill(tmp_path):
     assert all(r["token_identical_to_ar"] for r in after)
     assert summary["methods"]["sd"]["n_samples"] == 3
     assert records.read_bytes().endswith(b"\n")
+
+
+def test_read_jsonl_reads_archived_gzip_records_as_the_plain_file(tmp_path):
+    """Runs archived under benchmarks/results are kept as records.jsonl.gz; read_jsonl gives the same records
+    (a partial last line ignored in both), and a committed archive parses."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    lines = [json.dumps({"schema": 1, "sample_id": f"s{i}", "method": "ar", "tau": 1.0}) for i in range(3)]
+    text = "\n".join(lines) + "\n" + '{"schema": 1, "sample_'  # killed mid-write
+    plain, packed = tmp_path / "records.jsonl", tmp_path / "records.jsonl.gz"
+    plain.write_text(text)
+    packed.write_bytes(gzip.compress(text.encode()))
+    assert read_jsonl(packed) == read_jsonl(plain) and [r["sample_id"] for r in read_jsonl(packed)] == ["s0", "s1", "s2"]
+    archive = Path(__file__).resolve().parents[3] / "benchmarks/results/gpu_session12/eval/eval-long64/records.jsonl.gz"
+    recs = read_jsonl(archive)
+    assert {r["method"] for r in recs} == {"ar", "sparrow"} and len(recs) == 20

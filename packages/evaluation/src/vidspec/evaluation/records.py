@@ -31,6 +31,7 @@ Metric conventions (ALGORITHMS.md section 5), stated in every summary and report
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import os
@@ -261,7 +262,8 @@ def _check_schema(path: Path, n: int, rec: Any) -> None:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """The complete records of a JSONL file, read-only (a partial last line is ignored).
+    """The complete records of a JSONL file, read-only (a partial last line is ignored); a ``.gz`` file is
+    read through gzip (archived runs are kept compressed).
 
     Raises:
         ConfigError: a record has another schema version.
@@ -271,7 +273,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
         return []
     out = []
     seen: set[tuple[str, str]] = set()
-    for n, line in enumerate(path.read_bytes().split(b"\n")[:-1], 1):  # after the last newline: partial
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    for n, line in enumerate(raw.split(b"\n")[:-1], 1):  # after the last newline: partial
         if not line.strip():
             continue
         try:
