@@ -1,0 +1,52 @@
+"""benchmarks/long_tau.py: issue 9's long-video τ bar from two eval runs, split by the target's spelling."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from long_tau import analyse, spelt_right, vocabulary_words  # noqa: E402
+
+
+def _recs(taus: dict[str, float], texts: dict[str, str]) -> list[dict]:
+    out = []
+    for sid, tau in taus.items():
+        out.append({"sample_id": sid, "method": "ar", "text": texts[sid], "tau": 1.0, "num_new_tokens": 18,
+                    "target_passes": 18})
+        out.append({"sample_id": sid, "method": "sparrow", "text": texts[sid], "tau": tau, "num_new_tokens": 18,
+                    "target_passes": round(18 / tau)})
+    return out
+
+
+def test_split_blames_the_target_when_its_long_caption_degenerates():
+    good = "We see the red circle, which slowly slides left during the clip. Nothing disappears."
+    bad = "We see the red circle, which slowly slides left during the clipe, which slowly"
+    vocab = set(vocabulary_words())
+    assert spelt_right(good, vocab) and not spelt_right(bad, vocab)
+    short = _recs({"a": 9.0, "b": 9.0, "c": 6.0}, {"a": good, "b": good, "c": good})
+    long_ = _recs({"a": 9.0, "b": 2.0, "c": 6.0}, {"a": good, "b": bad, "c": good})
+    doc = analyse([(64, short), (1536, long_)])
+    assert doc["videos"] == 3 and doc["clean_at_every_length"] == 2
+    lo = doc["lengths"]["1536"]
+    assert lo["clean_captions"] == 2 and lo["tau_not_clean"] == 2.0 and lo["tau_clean"] == 7.5
+    assert abs(doc["bar"]["ratio"] - (17 / 3) / 8) < 1e-9 and not doc["bar"]["met"]
+    assert doc["bar"]["ratio_clean_at_every_length"] == 1.0  # the draft kept up where the target did
+
+
+def test_session12_archive_reproduces_the_summary_tau(tmp_path):
+    base = REPO / "benchmarks/results/gpu_session12/eval"
+    out = tmp_path / "long_tau.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks/long_tau.py"), str(base / "eval-long64"),
+                           str(base / "eval-long1536"), "--out", str(out)], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    for f in ("64", "1536"):
+        summary = json.loads((base / f"eval-long{f}/summary.json").read_text())
+        assert abs(doc["lengths"][f]["tau"] - summary["methods"]["sparrow"]["tau"]) < 1e-9
+    assert "missed" in proc.stdout and doc["bar"]["met"] is False
