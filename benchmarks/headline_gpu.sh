@@ -56,7 +56,8 @@
 # default keeps the fast engine's CUDA graphs but skips torch.compile, since the long pass measures tau, not time; set it
 # empty to compile),
 # VIDSPEC_LOG_LEVEL (INFO: the eval runs log their stage timings, so a run cut by a call limit shows where it was),
-# REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), EVAL_EXTRA (more `vidspec eval`
+# REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), HF_EXTRA (more hf_generate_e2e.py arguments,
+# e.g. "--k 16": its Sparrow K is 4 unless given, whatever EVAL_EXTRA's --sparrow_k says; session 12 ran it at 4), EVAL_EXTRA (more `vidspec eval`
 # arguments for every eval run, e.g. "--lam 1.0 --predicate prob --eps 0.1": the loose predicate that kept every fact in
 # benchmarks/loose_predicate.py, or "--sparrow_k 16": the Sparrow chains' K alone (K = 8 was the best of the session-7 and session-8 sweeps on the
 # 24-layer testbed; with session 9's draft, K = 16 gave the best eval, RESULTS 17.1); use another OUT, since a run folder refuses a changed config), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
@@ -102,6 +103,7 @@ DDP_WORKERS=12
 DEV=cuda
 read -r -a EVAL_ARGS <<< "${EVAL_EXTRA:-}"  # e.g. EVAL_EXTRA="--lam 1.0 --predicate prob --eps 0.1"
 read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-vocab 32768"
+read -r -a HF_ARGS <<< "${HF_EXTRA:-}"  # e.g. HF_EXTRA="--k 16": the Sparrow K of EVAL_EXTRA's --sparrow_k
 # The long pass measures tau by video length: its two runs skip torch.compile by default (RESULTS 19), so a
 # fresh machine's first eval process does not spend minutes compiling before its first record.
 read -r -a LONG_EVAL_ARGS <<< "${LONG_EVAL_EXTRA---fast_compile false}"
@@ -215,7 +217,8 @@ eval_hf() {  # issue 9: end-to-end tokens/s against transformers' own generate o
   t=$(stamp)
   echo "== eval-hf: HF generate vs our ar and sparrow, end to end, $HF_LIMIT videos"
   $PY benchmarks/hf_generate_e2e.py --data "$DATA" --target "$TARGET" --sparrow "$SPARROW" --limit "$HF_LIMIT" \
-    --max-new-tokens "$MAX_NEW_TOKENS" --device "$DEV" --engine fast --out "$OUT/eval-hf" 2>&1 | grep -v -i warn | tail -8
+    --max-new-tokens "$MAX_NEW_TOKENS" --device "$DEV" --engine fast --out "$OUT/eval-hf" "${HF_ARGS[@]}" 2>&1 \
+    | grep -v -i warn | tail -8
   took eval-hf "$t"
 }
 if want eval; then

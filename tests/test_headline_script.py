@@ -19,7 +19,7 @@ STRICT = ("ar", "sd", "sparrow", "tree-sparrow")
 KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
-         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA")
+         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -35,6 +35,7 @@ def test_headline_script_smoke(tmp_path):
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in KNOBS}
     env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "LONG_TRAIN": "1", "PY": sys.executable,
+                "HF_EXTRA": "--k 3",
                 "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
     first, first_s = _run(env)
 
@@ -59,6 +60,7 @@ def test_headline_script_smoke(tmp_path):
     assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
     assert hf_cfg["target"].endswith("releases/synthvid-target") and hf_cfg["fast_compile"] is True
+    assert json.loads((out / "eval-hf" / "hf_generate_e2e.json").read_text())["k"] == 3  # HF_EXTRA reached it
     hf = doc["hf_generate"]["results"]  # end to end against transformers' generate on the same target
     assert set(hf) == {"hf-generate", "ar", "sparrow"} and hf["hf-generate"]["ratio_to_hf_generate"] == 1.0
     assert hf["ar"]["identical_to_hf_generate"] == 1.0 and all(v["tokens_per_s"] > 0 for v in hf.values())
