@@ -100,19 +100,36 @@ def uninterrupted(tmp_path_factory, tiny_dataset):
     return out
 
 
-def test_killed_run_resumes_with_the_same_losses(tmp_path, tiny_dataset, uninterrupted):
-    # 8 rows / batch 2 = 4 batches an epoch: the checkpoint at step 3 is mid-epoch and the resumed
-    # run crosses into epoch 1.
-    recipe = str(tiny_recipe(tmp_path, tiny_dataset, max_steps=6, every=3))
+#: Length augmentation under a frame budget: 4-frame clips, factors 1, 2, 4 in turn, 8 frames a batch:
+#: batches of 2, 1 and 1 clips, so 8 rows make 6 batches an epoch.
+FRAME_BUDGET = {"frame_repeat": [1, 2, 4], "frame_budget": 8}
+
+
+@pytest.mark.parametrize("data", [{}, FRAME_BUDGET], ids=["fixed_batches", "frame_budget"])
+def test_killed_run_resumes_with_the_same_losses(tmp_path, tiny_dataset, request, data):
+    # 8 rows / batch 2 = 4 batches an epoch (6 with the frame budget): the checkpoint at step 3 is
+    # mid-epoch and the resumed run crosses into epoch 1.
+    steps = 8 if data else 6
+    if data:
+        uninterrupted = tmp_path / "uninterrupted"
+        assert vidspec(["train", "fit", "--config",
+                        str(tiny_recipe(uninterrupted, tiny_dataset, max_steps=steps, every=3, **data))]) == 0
+    else:
+        uninterrupted = request.getfixturevalue("uninterrupted")
+    run = tmp_path / "killed"
+    recipe = str(tiny_recipe(run, tiny_dataset, max_steps=steps, every=3, **data))
     with pytest.raises(RuntimeError, match="simulated crash"):
         vidspec(["train", "fit", "--config", recipe, "--fail_at_step", "5"])
-    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert (run / "checkpoints" / "last.ckpt").is_file()
     assert vidspec(["train", "fit", "--config", recipe, "--ckpt_path", "last"]) == 0
-    want, got = _losses(uninterrupted), _losses(tmp_path)
-    assert sorted(want) == sorted(got) == [1, 2, 3, 4, 5, 6]
+    want, got = _losses(uninterrupted), _losses(run)
+    assert sorted(want) == sorted(got) == list(range(1, steps + 1))
     for step in want:
         assert got[step] == pytest.approx(want[step], abs=1e-6), (step, got, want)
-    assert (tmp_path / "config.yaml").is_file()  # the resolved config beside the outputs
+    assert (run / "config.yaml").is_file()  # the resolved config beside the outputs
+    if data:  # the batches of epoch 0 (steps 1-6) are the budget's: 2, 1 and 1 clips, twice
+        samples = {r["step"]: r["train/samples"] for r in read_metrics(run / "metrics.jsonl") if "train/loss" in r}
+        assert sorted(samples[s] for s in range(1, 7)) == [1, 1, 1, 1, 2, 2]
 
 
 def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_dataset, capsys):

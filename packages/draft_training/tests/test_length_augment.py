@@ -1,16 +1,19 @@
-"""Length augmentation of VideoTextDataModule: frame_repeat, position_stretch, their seeding and errors."""
+"""Length augmentation of VideoTextDataModule: frame_repeat, frame_budget, position_stretch, their seeding and errors."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils.data import DistributedSampler
 
 from vidspec.decoding.errors import ConfigError
 from vidspec.draft_training.arch import ArchConfig
 from vidspec.draft_training.data import (
+    FrameBudgetBatchSampler,
     LengthAugmentSampler,
     ResumableSampler,
     VideoTextDataModule,
+    budget_clips,
     stretched_positions,
 )
 from vidspec.draft_training.sft import VLMSFTModule
@@ -90,6 +93,177 @@ def test_repeat_draws_are_per_batch_and_deterministic(tiny_dataset, llava):
     loader = dm.train_dataloader()
     factors = [r for _, _, r in full[::3]]
     assert [b["pixel_values_videos"].shape[1] // FRAMES for b in loader] == factors
+
+
+# ---- frame_budget --------------------------------------------------------------------------------
+REPEATS = [1, 2, 4, 8, 3]
+
+
+def _budget_sampler(n=23, *, world=1, rank=0, epoch=0, skip=0, budget=40, batch_size=5, frames=4, seed=7,
+                    repeats=REPEATS):
+    order = ResumableSampler(list(range(n)), num_replicas=world, rank=rank, shuffle=True, seed=seed, epoch=epoch)
+    return FrameBudgetBatchSampler(order, frame_repeat=repeats, batch_size=batch_size, frame_budget=budget,
+                                   frames_per_clip=frames, skip_batches=skip)
+
+
+def _factor(batch) -> int:
+    (r,) = {r for _, _, r in batch}
+    return r
+
+
+@pytest.mark.parametrize("budget", [1, 4, 40, 1000])
+def test_frame_budget_batch_sizes_follow_the_formula(budget):
+    s = _budget_sampler(budget=budget)
+    for epoch in range(3):
+        s.set_epoch(epoch)
+        batches = list(s)
+        assert len(batches) == len(s)
+        short = 0
+        for b in batches:
+            r = _factor(b)  # one factor per batch, tagged with the epoch
+            assert {e for _, e, _ in b} == {epoch}
+            want = max(1, min(5, budget // (4 * r)))
+            assert want == budget_clips(r, batch_size=5, frame_budget=budget, frames_per_clip=4)
+            assert len(b) <= want and (len(b) * 4 * r <= budget or len(b) == 1)
+            short += len(b) < want
+        assert short <= 1  # only the batch that holds the epoch's remainder may be short
+        # Every factor gets an equal share of the batches (give or take one).
+        counts = [sum(_factor(b) == r for b in batches) for r in REPEATS]
+        assert max(counts) - min(counts) <= 1
+    # Budget 40, 4 frames a clip: r = 1 and 2 fill the batch of 5, r = 4 holds 2 clips, r = 8 one, r = 3 three.
+    assert [budget_clips(r, batch_size=5, frame_budget=40, frames_per_clip=4) for r in REPEATS] == [5, 5, 2, 1, 3]
+
+
+@pytest.mark.parametrize("n,world", [(23, 1), (23, 2), (24, 3), (7, 4)])
+def test_frame_budget_uses_each_index_once_per_rank_and_ranks_step_together(n, world):
+    for epoch in range(3):
+        per_rank = []
+        for rank in range(world):
+            s = _budget_sampler(n, world=world, rank=rank, epoch=epoch)
+            batches = list(s)
+            assert len(batches) == len(s)
+            # This rank's share, each index once, in the order of the plain resumable sampler.
+            plain = ResumableSampler(list(range(n)), num_replicas=world, rank=rank, shuffle=True, seed=7, epoch=epoch)
+            assert [i for b in batches for i, _, _ in b] == list(plain)
+            per_rank.append([(_factor(b), len(b)) for b in batches])
+        # Same number of batches, with the same factor and size at each step, on every rank.
+        assert all(steps == per_rank[0] for steps in per_rank)
+        ranks = {i for rank in range(world) for b in _budget_sampler(n, world=world, rank=rank, epoch=epoch)
+                 for i, _, _ in b}
+        assert ranks == set(range(n))
+    # Deterministic given (seed, epoch); another epoch shuffles the batches, keeping their number.
+    first = list(_budget_sampler(epoch=0))
+    assert first == list(_budget_sampler(epoch=0))
+    assert [_factor(b) for b in _budget_sampler(epoch=1)] != [_factor(b) for b in first]
+    assert len(_budget_sampler(epoch=1)) == len(first)
+
+
+def test_frame_budget_resume_yields_the_tail_of_the_epoch():
+    for epoch in (0, 2):
+        full = list(_budget_sampler(epoch=epoch))
+        for done in range(len(full) + 1):
+            resumed = _budget_sampler(epoch=epoch, skip=done)
+            assert list(resumed) == full[done:]
+            assert list(resumed) == full  # the skip applies once
+    # A skip meant for another epoch is dropped once that epoch has passed.
+    s = _budget_sampler(epoch=0, skip=3)
+    s.set_epoch(1)
+    assert list(s) == list(_budget_sampler(epoch=1))
+    with pytest.raises(ConfigError, match="outside the"):
+        _budget_sampler(skip=len(full) + 1)
+
+
+class _FakeTrainer:
+    """What VideoTextDataModule.state_dict and _world read of a Trainer."""
+
+    def __init__(self, epoch: int, batches: int, world: int = 1, rank: int = 0):
+        from types import SimpleNamespace
+
+        self.current_epoch, self.world_size, self.global_rank = epoch, world, rank
+        self.fit_loop = SimpleNamespace(epoch_loop=SimpleNamespace(batch_progress=SimpleNamespace(
+            current=SimpleNamespace(processed=batches))))
+
+
+def _budget_keys(loader) -> list:
+    return [list(b) for b in loader.batch_sampler]
+
+
+def test_frame_budget_in_the_data_module(tiny_dataset, llava):
+    # 12 rows, 4 frames a clip, budget 24: 3 clips at r = 1 (batch_size 3) and r = 2, 1 clip at r = 4.
+    dm = _dm(tiny_dataset, llava, frame_repeat=[1, 4, 2], frame_budget=24)
+    loader = dm.train_dataloader()
+    # Lightning keeps a loader whose sampler is a DistributedSampler (under DDP it replaces other ones).
+    assert isinstance(loader.sampler, DistributedSampler) and loader.sampler is loader.batch_sampler.sampler
+    keys = _budget_keys(loader)
+    assert len(loader) == len(keys) == len(loader.batch_sampler)
+    assert sorted(i for b in keys for i, _, _ in b) == list(range(len(dm.train_set))) == list(range(12))
+    assert sorted(len(k) for k in keys if _factor(k) == 4) == [1, 1]
+    assert sorted(len(k) for k in keys if _factor(k) != 4) == [1, 3, 3, 3]  # the remainder is the short one
+    batches = list(loader)
+    assert len(batches) == len(keys)
+    for b, k in zip(batches, keys):
+        r, n = _factor(k), len(k)
+        assert b["pixel_values_videos"].shape[:2] == (n, r * FRAMES)
+        assert _video_tokens(b, llava) == [r * FRAMES * TPF + 1] * n
+    # Validation keeps its batch size (augment_val ignores the budget).
+    dm_val = _dm(tiny_dataset, llava, frame_repeat=[4], frame_budget=16, augment_val=True, val_batch_size=2)
+    assert next(iter(dm_val.val_dataloader()))["pixel_values_videos"].shape[:2] == (2, 4 * FRAMES)
+
+
+def test_frame_budget_data_module_resumes_whole_batches(tiny_dataset, llava):
+    kw = dict(frame_repeat=[1, 4, 2], frame_budget=24)
+    dm = _dm(tiny_dataset, llava, **kw)
+    loader = dm.train_dataloader()
+    epochs = []
+    for epoch in range(2):
+        loader.batch_sampler.set_epoch(epoch)
+        epochs.append(_budget_keys(loader))
+    n = len(epochs[0])
+    assert len(epochs[1]) == n
+    for epoch, done in [(0, 2), (1, 1), (0, n)]:
+        dm.trainer = _FakeTrainer(epoch, done)
+        state = dm.state_dict()
+        dm.trainer = None
+        resumed = _dm(tiny_dataset, llava, **kw)
+        resumed.load_state_dict(state)
+        tail = _budget_keys(resumed.train_dataloader())
+        # After the epoch's last batch the run goes on with the next epoch from its start.
+        assert tail == (epochs[epoch][done:] if done < n else epochs[epoch + 1])
+    # Without frame_budget the loader is the one it always was: fixed batches of a per-index sampler.
+    plain = _dm(tiny_dataset, llava, frame_repeat=[1, 4, 2]).train_dataloader()
+    assert type(plain.sampler) is LengthAugmentSampler and plain.batch_size == 3
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"frame_repeat": [1, 2], "frame_budget": 0}, "data.frame_budget must be an integer >= 1"),
+    ({"frame_repeat": [1, 2], "frame_budget": -8}, "data.frame_budget must be an integer >= 1"),
+    ({"frame_repeat": [1, 2], "frame_budget": 2.5}, "data.frame_budget must be an integer >= 1"),
+    ({"frame_repeat": [1, 2], "frame_budget": True}, "data.frame_budget must be an integer >= 1"),
+    ({"frame_budget": 64}, "data.frame_budget .* needs data.frame_repeat"),
+])
+def test_bad_frame_budget_names_the_key(tiny_dataset, kw, words):
+    with pytest.raises(ConfigError, match=words):
+        VideoTextDataModule(str(tiny_dataset), **kw)
+
+
+def test_frame_budget_below_one_clip_gives_one_clip(tiny_dataset, llava):
+    dm = _dm(tiny_dataset, llava, frame_repeat=[2], frame_budget=1)
+    batches = list(dm.train_dataloader())
+    assert len(batches) == 12 and all(b["pixel_values_videos"].shape[:2] == (1, 2 * FRAMES) for b in batches)
+
+
+def test_frame_budget_is_a_recipe_key(tiny_dataset, tmp_path, capsys):
+    from vidspec.decoding.cli import main as vidspec
+    from vidspec.draft_training.cli import parse_recipe
+    from vidspec.draft_training.testing import tiny_recipe
+
+    recipe = tiny_recipe(tmp_path, tiny_dataset)
+    cfg = parse_recipe(str(recipe), overrides=["--data.frame_repeat", "[1, 2, 4]", "--data.frame_budget", "64"])
+    assert cfg.fit.data.frame_budget == 64 and cfg.fit.data.frame_repeat == [1, 2, 4]
+    assert vidspec(["train", "fit", "--config", str(recipe), "--data.frame_budget", "64"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "data.frame_budget" in err[0], err
+    assert not (tmp_path / "checkpoints").exists()
 
 
 def test_position_stretch(tiny_dataset, llava):

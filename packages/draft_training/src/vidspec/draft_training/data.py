@@ -45,6 +45,17 @@ at ``t * s * tokens_per_frame`` after the first, so a short video spans the rela
 nothing). Both draws depend only on (seed, epoch, dataset index), so a resumed run sees the same
 augmentation.
 
+With a fixed batch size, a batch at a large factor holds ``batch_size * max_frames * r`` frames (16 x
+1536 at r = 192 and 8-frame clips), far more memory and time than a batch at r = 1. ``frame_budget``
+caps the frames of a batch instead: a batch at factor r holds ``max(1, min(batch_size, frame_budget //
+(max_frames * r)))`` clips, so batches at large factors hold few clips and those at r = 1 are full.
+The factors are then not drawn per batch but taken in turn from ``frame_repeat`` (every factor gets an
+equal share of an epoch's batches; repeat a factor in the list to weight it), and the order of the
+batches is shuffled per epoch from (seed, epoch). So every epoch and every rank has the same number of
+batches, as it must: Lightning reads the length once, and DDP ranks must step together. A resumed run
+skips the batches it has done and sees the same remaining ones. Validation keeps its fixed batch size
+(``augment_val`` ignores the budget).
+
 Usage::
 
     dm = VideoTextDataModule(path="data/cache/synthvid", tables=[".", "mcq"], batch_size=8,
@@ -71,7 +82,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import Request, VideoClip
@@ -261,8 +272,9 @@ class VideoTextDataset(Dataset):
         return sample
 
 
-# Streams of the per-sample / per-batch draws (so repeat and stretch draws are independent).
-_REPEAT, _STRETCH = 1, 2
+# Streams of the per-sample / per-batch draws (so repeat and stretch draws are independent), and of the
+# per-epoch order of frame-budget batches.
+_REPEAT, _STRETCH, _BUDGET_ORDER = 1, 2, 3
 
 
 def _rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Generator:
@@ -404,6 +416,103 @@ class LengthAugmentSampler(ResumableSampler):
             yield from ((i, self.epoch, r) for i in chunk)
 
 
+def budget_clips(repeat: int, *, batch_size: int, frame_budget: int, frames_per_clip: int) -> int:
+    """Clips in a batch of frame-repeat factor ``repeat`` under ``frame_budget`` (at least 1, at most ``batch_size``)."""
+    return max(1, min(batch_size, frame_budget // (frames_per_clip * repeat)))
+
+
+def frame_budget_batches(n: int, frame_repeat: list[int], *, batch_size: int, frame_budget: int,
+                         frames_per_clip: int) -> list[tuple[int, int]]:
+    """The ``(repeat, clips)`` batches that hold ``n`` indices under a frame budget, in epoch-unshuffled order.
+
+    Factors are taken from ``frame_repeat`` in turn (each gets an equal share of the batches, give or
+    take one), each batch as large as :func:`budget_clips` allows; the last holds what is left. The
+    list depends only on its arguments, so every epoch and every rank has the same batches.
+    """
+    batches, left = [], n
+    while left > 0:
+        r = frame_repeat[len(batches) % len(frame_repeat)]
+        clips = min(left, budget_clips(r, batch_size=batch_size, frame_budget=frame_budget,
+                                       frames_per_clip=frames_per_clip))
+        batches.append((r, clips))
+        left -= clips
+    return batches
+
+
+class FrameBudgetBatchSampler(Sampler[list[tuple[int, int, int]]]):
+    """Batches of ``(index, epoch, repeat)`` keys whose size shrinks as their frame-repeat factor grows.
+
+    The batches of an epoch are :func:`frame_budget_batches` of this rank's share of indices, in an
+    order shuffled from (seed, epoch) only: every rank has as many batches, with the same factor and
+    size at each step (DDP ranks step together), and each rank's indices are used once, in the
+    order ``sampler`` gives them. ``len()`` is the same every epoch.
+
+    Args:
+        sampler: this rank's indices and the epoch (a :class:`ResumableSampler` without a skip of its
+            own; Lightning calls its ``set_epoch``, which this sampler follows).
+        frame_repeat: the factors, taken in turn.
+        batch_size: most clips per batch.
+        frame_budget: most frames per batch (clips x frames per clip x factor); a batch holds at
+            least one clip.
+        frames_per_clip: frames each clip has before repetition (the model's ``max_frames``).
+        skip_batches: batches of epoch ``sampler.epoch`` already trained (a resumed run); dropped
+            once, on the next iteration of that epoch.
+
+    Raises:
+        ConfigError: ``skip_batches`` is more than the batches of an epoch.
+    """
+
+    def __init__(self, sampler: ResumableSampler, *, frame_repeat: list[int], batch_size: int, frame_budget: int,
+                 frames_per_clip: int, skip_batches: int = 0):
+        self.sampler = sampler
+        self.batches = frame_budget_batches(sampler.num_samples, list(frame_repeat), batch_size=batch_size,
+                                            frame_budget=frame_budget, frames_per_clip=frames_per_clip)
+        if not 0 <= skip_batches <= len(self.batches):
+            raise ConfigError(f"resume skip of {skip_batches} batches is outside the {len(self.batches)} batches "
+                              "of an epoch")
+        self._skip = (sampler.epoch, skip_batches) if skip_batches else None
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def epoch_batches(self, epoch: int) -> list[tuple[int, int]]:
+        """The ``(repeat, clips)`` batches of ``epoch`` in the order they are yielded."""
+        order = _rng(self.sampler.seed, epoch, 0, _BUDGET_ORDER).permutation(len(self.batches))
+        return [self.batches[k] for k in order]
+
+    def __iter__(self):
+        epoch = self.sampler.epoch
+        skip = 0
+        if self._skip is not None:
+            skip_epoch, skip = self._skip
+            self._skip = None
+            if skip_epoch != epoch:
+                skip = 0
+        indices = list(self.sampler)
+        batches = self.epoch_batches(epoch)
+        start = sum(clips for _, clips in batches[:skip])
+        for r, clips in batches[skip:]:
+            yield [(i, epoch, r) for i in indices[start:start + clips]]
+            start += clips
+
+
+class _BatchSamplerLoader(DataLoader):
+    """A DataLoader over a :class:`FrameBudgetBatchSampler` whose ``sampler`` is that batch sampler's own.
+
+    With ``batch_sampler=`` a DataLoader's ``sampler`` is an unused SequentialSampler, and under DDP
+    Lightning would rebuild the batch sampler around a DistributedSampler of its own (another order,
+    no resume skip); it leaves a loader whose ``sampler`` is a DistributedSampler as it is.
+    """
+
+    def __init__(self, dataset, *, batch_sampler: FrameBudgetBatchSampler, **kw):
+        super().__init__(dataset, batch_sampler=batch_sampler, **kw)
+        # DataLoader refuses to set `sampler` once built; with a batch sampler it reads it nowhere.
+        self.__dict__["sampler"] = batch_sampler.sampler
+
+
 def _factors(key: str, value: list[int] | None) -> list[int] | None:
     if value is None:
         return None
@@ -441,11 +550,18 @@ class VideoTextDataModule(L.LightningDataModule):
         frame_repeat: length augmentation: repeat each training batch's frames by a factor drawn
             from this list (e.g. ``[1, 2, 4, 8]``: 8-frame clips fill 8..64 frame slots; see the
             module doc); None: off.
+        frame_budget: with ``frame_repeat``: the most frames a training batch may hold (clips x
+            ``max_frames`` x factor). A batch at factor r then holds ``max(1, min(batch_size,
+            frame_budget // (max_frames * r)))`` clips, so large factors fit in memory and small ones
+            fill the batch; factors are taken in turn rather than drawn (see the module doc). E.g.
+            ``batch_size=16, max_frames=8, frame_budget=128``: 16 clips at r = 1, 1 clip at r >= 16.
+            None: every batch holds ``batch_size`` clips. Validation ignores it.
         position_stretch: LLaVA-OV only: space each training example's frames ``s`` times further
             apart in RoPE positions, ``s`` drawn from this list per example (e.g. ``[1, 2, 4]``);
             None: off.
         augment_val: apply ``frame_repeat`` and ``position_stretch`` to validation batches too
-            (validation draws use epoch 0, so every validation pass sees the same batches).
+            (validation draws use epoch 0, so every validation pass sees the same batches); the
+            batches keep ``val_batch_size`` clips whatever ``frame_budget`` says.
     """
 
     def __init__(
@@ -468,6 +584,7 @@ class VideoTextDataModule(L.LightningDataModule):
         video_root: str | None = None,
         mcq_instruction: str = MCQ_INSTRUCTION,
         frame_repeat: list[int] | None = None,
+        frame_budget: int | None = None,
         position_stretch: list[int] | None = None,
         augment_val: bool = False,
     ):
@@ -476,6 +593,13 @@ class VideoTextDataModule(L.LightningDataModule):
             raise ConfigError(f"need batch_size >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
         frame_repeat = _factors("frame_repeat", frame_repeat)
         position_stretch = _factors("position_stretch", position_stretch)
+        if frame_budget is not None:
+            if isinstance(frame_budget, bool) or not isinstance(frame_budget, int) or frame_budget < 1:
+                raise ConfigError(f"data.frame_budget must be an integer >= 1 (frames per training batch), "
+                                  f"got {frame_budget!r}")
+            if frame_repeat is None:
+                raise ConfigError("data.frame_budget sizes batches by their frame-repeat factor: it needs "
+                                  "data.frame_repeat (e.g. [1, 2, 4, 8])")
         self.save_hyperparameters()
         self.path = Path(path)
         self.tables = list(tables or ["."])
@@ -495,6 +619,7 @@ class VideoTextDataModule(L.LightningDataModule):
         self.video_root = Path(video_root) if video_root else self.path
         self.mcq_instruction = mcq_instruction
         self.frame_repeat = frame_repeat
+        self.frame_budget = frame_budget
         self.position_stretch = position_stretch
         self.augment_val = augment_val
         self.spec: InputSpec | None = None
@@ -566,26 +691,39 @@ class VideoTextDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         assert self.train_set is not None, "call setup('fit') first"
         world, rank = self._world()
-        epoch, skip = 0, 0
-        if self._resume is not None:
-            per_rank = -(-len(self.train_set) // world)
+        per_rank = -(-len(self.train_set) // world)
+        budget = None
+        if self.frame_budget is not None:
+            assert self.spec is not None
+            budget = dict(frame_repeat=self.frame_repeat, batch_size=self.batch_size, frame_budget=self.frame_budget,
+                          frames_per_clip=self.spec.max_frames)
+            batches = len(frame_budget_batches(per_rank, **budget))
+        else:
             batches = -(-per_rank // self.batch_size)
+        epoch, done = 0, 0
+        if self._resume is not None:
             epoch, done = self._resume["epoch"], self._resume["batches"]
             # A checkpoint taken after the epoch's last batch resumes at the next epoch.
-            epoch, skip = (epoch + 1, 0) if done >= batches else (epoch, done * self.batch_size)
+            epoch, done = (epoch + 1, 0) if done >= batches else (epoch, done)
             self._resume = None
-        kw = dict(num_replicas=world, rank=rank, shuffle=self.shuffle, seed=self.seed, epoch=epoch, skip=skip)
-        if self.frame_repeat:
-            sampler = LengthAugmentSampler(self.train_set, frame_repeat=self.frame_repeat,
-                                           batch_size=self.batch_size, **kw)
-        else:
-            sampler = ResumableSampler(self.train_set, **kw)
+        kw = dict(num_replicas=world, rank=rank, shuffle=self.shuffle, seed=self.seed, epoch=epoch)
         # Persistent workers: respawning them costs seconds per epoch (3-4 s with 12 workers on the
         # H200 machines), which on a small dataset stalled every few steps and cut 2-GPU DDP scaling
         # to 1.43x. The sampler runs in this process, so set_epoch and the resume skip still apply.
-        return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler, collate_fn=self.collator(),
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
-                          pin_memory=torch.cuda.is_available())
+        loader_kw = dict(collate_fn=self.collator(), num_workers=self.num_workers,
+                         persistent_workers=self.num_workers > 0, pin_memory=torch.cuda.is_available())
+        if budget is not None:
+            # Its own sequence of batches: the resume skip counts batches, not indices.
+            batch_sampler = FrameBudgetBatchSampler(ResumableSampler(self.train_set, **kw), skip_batches=done,
+                                                    **budget)
+            return _BatchSamplerLoader(self.train_set, batch_sampler=batch_sampler, **loader_kw)
+        skip = done * self.batch_size
+        if self.frame_repeat:
+            sampler = LengthAugmentSampler(self.train_set, frame_repeat=self.frame_repeat,
+                                           batch_size=self.batch_size, skip=skip, **kw)
+        else:
+            sampler = ResumableSampler(self.train_set, skip=skip, **kw)
+        return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler, **loader_kw)
 
     def val_dataloader(self) -> DataLoader | list:
         if self.val_set is None:
