@@ -8,6 +8,7 @@ GPU tests (``pytest -m gpu packages/decoding/tests/test_fast_sparrow.py``) repla
 from __future__ import annotations
 
 import copy
+import gzip
 import importlib.util
 import json
 import os
@@ -511,7 +512,8 @@ def test_bad_draft_vocabulary_is_one_clear_error(tiny):
             SparrowDrafter(model, head_ids=bad)
 
 
-RECORDS = REPO / "benchmarks" / "results" / "gpu_session3" / "eval-rel-fast" / "records.jsonl"
+# An archived H200 run (kept gzipped; replay_7b reads .jsonl and .jsonl.gz alike).
+RECORDS = REPO / "benchmarks" / "results" / "gpu_session3" / "eval-rel-fast" / "records.jsonl.gz"
 
 
 def test_replay_schedules_recover_each_rounds_acceptance():
@@ -519,7 +521,7 @@ def test_replay_schedules_recover_each_rounds_acceptance():
     sys.path.insert(0, str(REPO / "benchmarks"))
     import replay_7b
 
-    recs = [json.loads(line) for line in RECORDS.read_text().splitlines()]
+    recs = [json.loads(line) for line in gzip.decompress(RECORDS.read_bytes()).decode().splitlines()]
     recs = [r for r in recs if r["method"] == "sparrow"][:10]
     got = replay_7b.schedules(RECORDS, "sparrow", 10)
     for r, ns in zip(recs, got):
