@@ -57,12 +57,20 @@ def test_read_jsonl_reads_archived_gzip_records_as_the_plain_file(tmp_path):
     import json
     from pathlib import Path
 
+    import pytest
+
+    from vidspec.decoding.errors import ConfigError
+
     lines = [json.dumps({"schema": 1, "sample_id": f"s{i}", "method": "ar", "tau": 1.0}) for i in range(3)]
     text = "\n".join(lines) + "\n" + '{"schema": 1, "sample_'  # killed mid-write
     plain, packed = tmp_path / "records.jsonl", tmp_path / "records.jsonl.gz"
     plain.write_text(text)
     packed.write_bytes(gzip.compress(text.encode()))
     assert read_jsonl(packed) == read_jsonl(plain) and [r["sample_id"] for r in read_jsonl(packed)] == ["s0", "s1", "s2"]
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(packed.read_bytes()[:-6])
+    with pytest.raises(ConfigError, match="cut.jsonl.gz: not a complete gzip file"):
+        read_jsonl(cut)
     archive = Path(__file__).resolve().parents[3] / "benchmarks/results/gpu_session12/eval/eval-long64/records.jsonl.gz"
     recs = read_jsonl(archive)
     assert {r["method"] for r in recs} == {"ar", "sparrow"} and len(recs) == 20

@@ -266,14 +266,19 @@ def read_jsonl(path: str | Path) -> list[dict]:
     read through gzip (archived runs are kept compressed).
 
     Raises:
-        ConfigError: a record has another schema version.
+        ConfigError: a record has another schema version, or a ``.gz`` file is not complete gzip.
     """
     path = Path(path)
     if not path.exists():
         return []
     out = []
     seen: set[tuple[str, str]] = set()
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    raw = path.read_bytes()
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as e:  # not gzip, or cut short
+            raise ConfigError(f"{path}: not a complete gzip file ({e})") from None
     for n, line in enumerate(raw.split(b"\n")[:-1], 1):  # after the last newline: partial
         if not line.strip():
             continue
