@@ -22,7 +22,7 @@ import torch
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast.sparrow import PREFILL_T, FastSparrowDrafter
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
-from vidspec.decoding.testing import assert_same_rounds, emulated_graph_drafter_class, text_positions
+from vidspec.decoding.testing import aligned_sparrow, assert_same_rounds, emulated_graph_drafter_class, text_positions
 from vidspec.decoding.testing import random_clip as make_clip
 from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers.strict import StrictVerifier
@@ -258,8 +258,10 @@ def test_warmup_captures_every_round_graph_and_leaves_outputs_identical(tiny, cl
     n = graphed.warmup(target, k, max_text=max_text)
     buckets = graphed.warmup_buckets(max_text)
     assert len(buckets) > 1 and buckets == tuple(range(16, buckets[-1] + 1, 16))
-    # chains of T = 1..K+1 pending tokens and k = 1..K draft steps ending in each bucket
-    assert n == graphed.graph_captures == len(graphed._eng.graphs) == (k + 1) * k * len(buckets)
+    # chains of T = 1..K+1 pending tokens and k = K draft steps (k = 1 too, for sampling) ending in each bucket:
+    # a round near the budget runs the K chain and keeps its first tokens
+    assert n == graphed.graph_captures == len(graphed._eng.graphs) == (k + 1) * 2 * len(buckets)
+    assert {kk for _, kk, _ in graphed._eng.graphs} == {1, k}
     assert graphed.warmup(target, k, max_text=max_text) == 0  # nothing left to capture
     # ACCEPT has 0..4 accepted tokens, so rounds run every pending length 1..5
     assert lockstep(target, req, [SparrowDrafter(model), graphed], k=k) == ref
@@ -271,8 +273,41 @@ def test_warmup_captures_every_round_graph_and_leaves_outputs_identical(tiny, cl
 
     ar = SpeculativeDecoder(target).generate(req, max_new_tokens=24)
     sd = SpeculativeDecoder(target, graphed, StrictVerifier(), k=k, method="sparrow").generate(req, max_new_tokens=24)
-    assert sd.token_ids == ar.token_ids
+    assert sd.token_ids == ar.token_ids and sd.finish_reason == "length"
+    assert min(s.drafted for s in sd.steps) < k, "the budget cut no round short: the test checks nothing"
     assert graphed.graph_captures == n
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_short_proposal_after_warmup_is_the_head_of_the_k_chain(tiny, clip, name):
+    """After warmup(K), propose(k < K) runs the K-token chain and keeps its first k tokens: the same tokens,
+    cache and index (after commit) as a drafter that runs k-token chains, in every round."""
+    target = tiny(name)
+    model = aligned_sparrow(target)
+    req = Request("What happens in this video?", clip)
+    warm = EmulatedGraphDrafter(model, max_len=128, bucket=16)
+    warm.warmup(target, 4, max_text=96)
+    plain = EmulatedGraphDrafter(model, max_len=128, bucket=16)
+    drafters = [SparrowDrafter(model), warm, plain]
+    state = target.prefill(req, NEED)
+    x = int(state.first_logits.argmax())
+    for d in drafters:
+        d.begin(target, state, x)
+    for r, n_acc in enumerate(ACCEPT):
+        props = [d.propose(2).tokens for d in drafters]
+        assert props[1] == props[2] == props[0], (r, props)
+        assert warm.cache_length == plain.cache_length + 2  # the K = 4 chain ran: two more speculative slots
+        out = target.verify(state, [x, *props[0]], NEED)
+        n = min(n_acc, 2)
+        x = int(out.logits[n].argmax())
+        target.rollback(state, state.length - 2 + n)
+        for d in drafters:
+            d.commit(n, x, out)
+        # commit crops the speculative slots: the next round starts from the same cache
+        assert warm._cache_index == plain._cache_index == drafters[0]._cache_index
+        assert warm.cache_length == plain.cache_length
+    assert warm._chain_length(2) == 4 and plain._chain_length(2) == 2 and warm._chain_length(4) == 4
+    assert {kk for _, kk, _ in warm._eng.graphs} == {1, 4}  # the k = 2 rounds replayed the K = 4 chains
 
 
 def test_warmup_without_graphs_is_a_no_op(tiny, clip):

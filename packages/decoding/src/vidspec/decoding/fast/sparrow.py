@@ -30,7 +30,10 @@ arguments plus engine options, same ``from_pretrained``, same begin/propose/comm
   host time on the H200) and one host synchronisation to read the K tokens back. A graph is
   captured the first time its key is met;
   :meth:`FastSparrowDrafter.warmup` captures all that rounds of K tokens can meet ahead of time, so
-  no capture lands inside a timed decode.
+  no capture lands inside a timed decode. After it, a greedy round that needs fewer than K tokens (the
+  last one before the token budget) still runs the K-token chain and keeps its first k tokens: the
+  chain is autoregressive, so those are the k-token chain's tokens, and the warm-up then needs one
+  chain length instead of K (17 graphs per bucket at K = 16 instead of 272).
 
 Off CUDA (CI) or with ``graphs=False`` the same steps run eagerly over the exact cache length;
 sampling (``temperature > 0``) runs the pending step and then one single-token step per token with
@@ -234,6 +237,9 @@ class FastSparrowDrafter(SparrowDrafter):
         self._block: tuple | None = None
         #: The prompt feed's source rows on the device, by prompt layout (see _feed_source)
         self._feed_src: dict[tuple, torch.Tensor] = {}
+        #: The chain length the warm-up captured (graph path, greedy): shorter proposals run it and keep
+        #: their first k tokens (see propose_device). None: every proposal runs its own length.
+        self._chain_k: int | None = None
 
     @property
     def graphs(self) -> bool:
@@ -613,9 +619,11 @@ class FastSparrowDrafter(SparrowDrafter):
         as one graph per ``(T, k, bucket)`` (k = K, fewer near the token budget, 1 when sampling);
         each is otherwise captured (two eager runs, the capture, a replay) the first time a decode
         meets it, inside that decode's timing. This captures T = 1..K+1 (those up to ``max_step``)
-        and k = 1..K over every bucket up to the one holding ``max_text`` text positions (prompt
-        text + generated tokens + one proposal; default: the first bucket; the kernel path has no
-        buckets, and also captures the single step of T = ``min(PREFILL_T, max_step)`` that feeds a prompt).
+        and k = K (and k = 1, the sampled steps) over every bucket up to the one holding ``max_text``
+        text positions (prompt text + generated tokens + one proposal; default: the first bucket; the
+        kernel path has no buckets, and also captures the single step of T = ``min(PREFILL_T, max_step)``
+        that feeds a prompt). From then on a greedy proposal of fewer than K tokens runs the K-token
+        chain (:meth:`propose_device`), so the shorter chains need no graphs of their own.
 
         Call it between requests: it writes the draft's static cache and ends a live request
         (``begin`` starts the next one). Prepares the draft for ``target`` as ``begin`` does; off CUDA
@@ -636,9 +644,11 @@ class FastSparrowDrafter(SparrowDrafter):
         before = self.graph_captures
         d = self.model.config.hidden_size
         ends = (1 + k + 1,) if e.kernels else self.warmup_buckets(max_text)
+        chain = min(k, self.max_draft)
+        self._chain_k = chain if chain >= 2 else None
         for end in ends:
             for t in range(1, min(k + 1, self.max_step) + 1):
-                for kk in range(1, max(1, min(k, self.max_draft)) + 1):
+                for kk in sorted({1, max(1, chain)}):
                     start = max(0, end - (t + kk - 1))  # the chain's last token at slot end - 1
                     key = self._key(t, kk, start + t + kk - 1)
                     if key in e.graphs or start + t + kk - 1 > self.max_len or (
@@ -819,13 +829,24 @@ class FastSparrowDrafter(SparrowDrafter):
         if self.temperature > 0 or not 1 <= k <= self.max_draft:
             raise ValueError(f"propose_device drafts greedily 1..{self.max_draft} tokens (k={k}, "
                              f"temperature={self.temperature})")
-        start, t, last_index = self._load_pending(k)
-        # The pending tokens and k - 1 chained single-token steps: one graph replay on CUDA.
-        self._run(t, start + t + k - 1, k)
-        self.cache.length = start + t + k - 1
-        self._cache_index.extend(range(last_index + 1, last_index + k))
+        run = self._chain_length(k)
+        start, t, last_index = self._load_pending(run)
+        # The pending tokens and run - 1 chained single-token steps: one graph replay on CUDA.
+        self._run(t, start + t + run - 1, run)
+        self.cache.length = start + t + run - 1
+        self._cache_index.extend(range(last_index + 1, last_index + run))
         self._draft = []
         return self._eng.toks[:k]
+
+    def _chain_length(self, k: int) -> int:
+        """The chain a proposal of ``k`` tokens runs: the warmed-up length when it is longer and its slots
+        fit the cache (its first k tokens are the k-token chain's: each step reads only the ones before),
+        else ``k``. The extra slots are speculative like the rest; :meth:`commit` crops them."""
+        run = self._chain_k
+        if run is None or k >= run or not self._use_graphs:
+            return k
+        fits = self.cache.length + len(self._pending.tokens) + run - 1 <= self.max_len
+        return run if fits else k
 
     def set_draft(self, tokens: list[int]) -> None:
         """The host copy of the tokens :meth:`propose_device` returned (what :meth:`commit` keeps from)."""
