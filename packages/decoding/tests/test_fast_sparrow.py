@@ -22,7 +22,12 @@ import torch
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast.sparrow import PREFILL_T, FastSparrowDrafter
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
-from vidspec.decoding.testing import aligned_sparrow, assert_same_rounds, emulated_graph_drafter_class, text_positions
+from vidspec.decoding.testing import (
+    aligned_sparrow,
+    assert_same_rounds,
+    emulated_graph_drafter_class,
+    text_positions,
+)
 from vidspec.decoding.testing import random_clip as make_clip
 from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers.strict import StrictVerifier
