@@ -654,8 +654,8 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
                 ar = records.get(sample.sample_id, "ar")
                 records.append(make_record(task.name, sample, method, dec.k, result, video_s, wall_s, ar,
                                            drafter=type(dec.drafter).__name__))
-                log.info("%s: %s %s: %d tokens, video %.2f s, decode %.2f s", out.name, sample.sample_id, method,
-                         result.num_new_tokens, video_s, wall_s)
+                log.info("%s: %s %s: %d tokens, video %.2f s, decode %.2f s, wall %.2f s", out.name, sample.sample_id,
+                         method, result.num_new_tokens, video_s, result.timings.decode_s, wall_s)
                 bar.update(1)
             bar.close()
     finally:
