@@ -10,9 +10,6 @@ their sources on PYTHONPATH; only torch and transformers are needed)::
     # verify path and a table from benchmarks/gemv_sweep_gpu.py --table-out:
     VIDSPEC_GEMV_TABLE=$OUT/gemv_table.json PYTHONPATH=... python benchmarks/engine_gpu.py --families qwen2.5-vl \
         --contexts 2048 --skip-hf --no-draft --no-e2e --variants fused,gemv --gemv-verify --out "$OUT"
-    # issue 8's prologue fusion: cuBLAS, gemv="all" and gemv="fused" side by side, both 7B shapes, 2k (~2 min)
-    PYTHONPATH=... python benchmarks/engine_gpu.py --contexts 2048 --skip-hf --no-draft --no-e2e \
-        --variants fused,gemv --gemv-verify --gemv-fused --out "$OUT"
 
 What it measures (ALGORITHMS.md section 5 conventions: batch 1, warm-up excluded, CUDA events /
 ``torch.cuda.synchronize`` around every timer, medians of repeated runs):
@@ -25,9 +22,7 @@ What it measures (ALGORITHMS.md section 5 conventions: batch 1, warm-up excluded
   with and without ``torch.compile`` fusion), our host-driven AR loop (one sync per token, what
   ``SpeculativeDecoder`` + ``FastTarget`` does), the same steps with the Triton small-M weight
   products (``FastLM(gemv=True)``, ``--no-gemv`` skips them; with ``--gemv-verify`` ``gemv="all"``, so the
-  verify step takes the split-K Triton path too, per ``VIDSPEC_GEMV_TABLE`` when set; ``--gemv-fused`` adds
-  ``gemv="fused"``, the products with the residual add + RMSNorm and SwiGLU fused into their loads, as
-  the ``gemv_fused`` rows), our K=8 verify step (9 tokens), and a
+  verify step takes the split-K Triton path too, per ``VIDSPEC_GEMV_TABLE`` when set), our K=8 verify step (9 tokens), and a
   Sparrow-like one-layer draft step of the same width attending to text only (with the full LM
   head and with a 32k-token head as EAGLE-3 drafts use).
 - The bandwidth limit of a step is (bytes of weights a step reads [+ the KV cache it reads]) /
@@ -254,21 +249,15 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
     fused_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None) if not args.no_compile else None
     timed = {"graph": graph_lm if "graph" in args.variants else None,
              "fused": fused_lm if "fused" in args.variants else None}
-    # The same, with the Triton small-M weight products (vidspec.decoding.fast.gemv) instead of cuBLAS;
-    # with --gemv-fused also with the prologue-fused products (gemv="fused"), timed as "gemv_fused".
-    gemv_lms: dict = {}
+    # The same, with the Triton small-M weight products (vidspec.decoding.fast.gemv) instead of cuBLAS.
+    gemv_lm = None
     if not (args.no_compile or args.no_gemv) and "gemv" in args.variants:
         fam["gemv_mode"] = "all" if args.gemv_verify else True
-        modes = {"gemv": fam["gemv_mode"]}
-        if args.gemv_fused:
-            modes["gemv_fused"] = "fused"
-        for tag, mode in modes.items():
-            try:
-                gemv_lms[tag] = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None, gemv=mode)
-            except Exception as e:  # an optional variant failing must not lose the rest of the run
-                fam[f"{tag}_error"] = f"{type(e).__name__}: {e}"[:300]
-                traceback.print_exc()
-    gemv_lm = gemv_lms.get("gemv")
+        try:
+            gemv_lm = FastLM(lm, head, max_len=max_ctx + 1024, graphs=True, compile=None, gemv=fam["gemv_mode"])
+        except Exception as e:  # an optional variant failing must not lose the rest of the run
+            fam["gemv_error"] = f"{type(e).__name__}: {e}"[:300]
+            traceback.print_exc()
     wbytes = graph_lm.weight_bytes()
     fam["weight_bytes"] = wbytes
     fam["bandwidth_limit_ms"] = wbytes / bw * 1e3
@@ -296,7 +285,7 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
                 traceback.print_exc()
             gc.collect()
             torch.cuda.empty_cache()
-        for tag, flm in [("graph", timed["graph"]), ("fused", timed["fused"]), *gemv_lms.items()]:
+        for tag, flm in [("graph", timed["graph"]), ("fused", timed["fused"]), ("gemv", gemv_lm)]:
             if flm is None:
                 continue
             t0 = time.perf_counter()
@@ -308,7 +297,7 @@ def bench_family(family: str, args, bw: float, results: dict) -> None:
                 row[f"ours_{tag}_verify9_replay_ms"] = our_step_ms(flm, ctx, 9, args.reps, host=False)
                 row[f"ours_{tag}_ar_loop_ms"] = our_ar_loop_ms(flm, ctx, args.loop_tokens)
             except Exception as e:  # an optional variant failing must not lose the rest of the run
-                if not tag.startswith("gemv"):
+                if tag != "gemv":
                     raise
                 row[f"ours_{tag}_error"] = f"{type(e).__name__}: {e}"[:300]
                 traceback.print_exc()
@@ -443,28 +432,16 @@ def print_table(results: dict) -> None:
             ("ours_graph_ar_ms", "our AR graph"), ("ours_fused_ar_ms", "our AR fused"),
             ("ours_fused_ar_loop_ms", "our AR loop"), ("ours_gemv_ar_ms", "our AR gemv"),
             ("ours_graph_verify9_ms", "our K=8 graph"), ("ours_fused_verify9_ms", "our K=8 fused"),
-            ("ours_gemv_verify9_ms", "our K=8 gemv"), ("ours_gemv_fused_ar_ms", "our AR prolog"),
-            ("ours_gemv_fused_verify9_ms", "our K=8 prolog"), ("limit_ms", "limit"), ("limit_with_kv_ms", "limit+KV")]
+            ("ours_gemv_verify9_ms", "our K=8 gemv"), ("limit_ms", "limit"), ("limit_with_kv_ms", "limit+KV")]
     for fam, r in results["families"].items():
         print(f"\n{fam}: weights {r['weight_bytes'] / 1e9:.2f} GB, bandwidth limit {r['bandwidth_limit_ms']:.2f} ms/step")
         if r.get("gemv_mode") == "all":
             print('gemv columns: FastLM(gemv="all"), verify steps on the Triton (split-K) path too'
                   + (f" (table {results['gemv_table']['path']})" if "gemv_table" in results else " (built-in configs)"))
-        if any("ours_gemv_fused_ar_ms" in row for row in r["contexts"].values()):
-            print('prolog columns: FastLM(gemv="fused"), residual add + RMSNorm and SwiGLU inside the products\' loads')
         print("ms/token".ljust(16) + "".join(c[1].rjust(15) for c in cols) + "   AR/limit  K8/limit")
         for ctx, row in r["contexts"].items():
             cells = "".join((f"{row[k]:.2f}" if isinstance(row.get(k), float) else "-").rjust(15) for k, _ in cols)
             print(f"ctx {ctx}".ljust(16) + cells + f"   {row['ar_vs_limit']:.2f}x    {row['verify9_vs_limit']:.2f}x")
-        for ctx, row in r["contexts"].items():  # graph replays only (no host input copy): the kernels' own time
-            reps = {tag: (row.get(f"ours_{tag}_ar_replay_ms"), row.get(f"ours_{tag}_verify9_replay_ms"))
-                    for tag in ("fused", "gemv", "gemv_fused")}
-            if all(isinstance(v, float) for v in (*reps["gemv"], *reps["gemv_fused"])):
-                layers = QWEN_TEXT["num_hidden_layers"]
-                print(f"ctx {ctx} graph replay ms, AR / K=8: " + ", ".join(
-                    f"{tag} {a:.3f} / {v:.3f}" for tag, (a, v) in reps.items() if isinstance(a, float))
-                    + f"; prolog vs gemv {(reps['gemv_fused'][0] - reps['gemv'][0]) * 1e3 / layers:+.1f} us/layer (AR), "
-                    f"{(reps['gemv_fused'][1] - reps['gemv'][1]) * 1e3 / layers:+.1f} us/layer (K=8)")
         d = r.get("draft")
         if d:
             print(f"draft step (1 layer, text ctx {d['text_context']}): full head {d['full_head_step_ms']:.3f} ms "
@@ -501,9 +478,6 @@ def main(argv=None) -> int:
     ap.add_argument("--gemv-verify", action="store_true",
                     help='the gemv variant is FastLM(gemv="all"): verify steps (<= 16 tokens) take the Triton split-K '
                          "path too (kernels per VIDSPEC_GEMV_TABLE when set, else gemv.py's defaults)")
-    ap.add_argument("--gemv-fused", action="store_true",
-                    help='with the gemv variant, also time FastLM(gemv="fused") (the products with the residual add + '
-                         'RMSNorm and the SwiGLU activation fused into their loads; rows "gemv_fused")')
     ap.add_argument("--variants", default="graph,fused,gemv",
                     help="which of our step variants to time (comma-separated: graph, fused, gemv)")
     ap.add_argument("--skip-hf", action="store_true", help="skip the HF generate / eager-step baselines")

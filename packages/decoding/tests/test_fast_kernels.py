@@ -362,7 +362,7 @@ def test_bad_gemv_table_is_one_clear_error(tmp_path, monkeypatch, table, problem
 
 
 def test_gemv_option_values(tiny):
-    """gemv takes False, True, "all" or "fused"; anything else is refused by name before any device check."""
+    """gemv takes False, True or "all"; anything else is refused by name before any device check."""
     target = fresh("tiny-qwen2.5-vl")
-    with pytest.raises(ValueError, match="gemv must be False, True, 'all' or 'fused'"):
+    with pytest.raises(ValueError, match="gemv must be False, True or 'all'"):
         FastLM(target.model.model.language_model, target.model.lm_head, max_len=64, gemv="verify")

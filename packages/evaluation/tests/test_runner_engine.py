@@ -73,7 +73,7 @@ def test_fast_gemv_is_checked_and_reaches_the_fast_target(capfd, synthvid, tmp_p
     """--fast-gemv: unknown modes and Triton modes off CUDA are one-line errors before the run folder
     exists; "off" is the default, recorded, and old runs without the field resume with it."""
     code, err = _eval(capfd, synthvid, tmp_path / "x", "--engine", "fast", "--fast-gemv", "turbo")
-    assert code == 2 and "unknown --fast-gemv 'turbo' (choose from off, decode, all, fused)" in _one_line(err)
+    assert code == 2 and "unknown --fast-gemv 'turbo' (choose from off, decode, all)" in _one_line(err)
     code, err = _eval(capfd, synthvid, tmp_path / "x", "--engine", "fast", "--fast-gemv", "all")
     assert code == 2 and "--fast-gemv all needs --engine fast on a CUDA device" in _one_line(err)
     assert not (tmp_path / "x").exists()
@@ -90,7 +90,7 @@ def test_fast_gemv_is_checked_and_reaches_the_fast_target(capfd, synthvid, tmp_p
     monkeypatch.setattr(runner_mod, "as_fast", lambda model, opts: seen.append(opts) or model)
     from vidspec.decoding.methods import GEMV_MODES
 
-    assert GEMV_MODES == {"off": False, "decode": True, "all": "all", "fused": "fused"}
+    assert GEMV_MODES == {"off": False, "decode": True, "all": "all"}
     monkeypatch.setattr(runner_mod, "build_decoder", lambda *a, **kw: None)
     fast = EvalConfig(benchmark="b", out=str(tmp_path), methods="ar", engine="fast", device="cuda", fast_gemv="decode")
     runner_mod.build_decoders(fast, runner_mod.EvalModels(target=object()))

@@ -138,9 +138,8 @@ def generate(
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
-        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps), all
-            (verify steps of up to 16 tokens too, split-K; the 7B-shape verify step of issue 8) or fused
-            (all, with residual add + RMSNorm and SwiGLU done inside the products' loads).
+        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
+            (verify steps of up to 16 tokens too, split-K; the 7B-shape verify step of issue 8).
         draft_vocab: Sparrow methods (tree-sparrow too): draft only the release's N most frequent tokens
             (a reduced head; the release needs a draft_vocab.json from 'vidspec sparrow-vocab').
         tree_total: tree methods: draft nodes kept per tree (the target verifies this many + 1 in one pass).

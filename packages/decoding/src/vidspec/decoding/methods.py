@@ -109,10 +109,8 @@ def check_engine(engine: str, fast_options: dict[str, Any] | None = None) -> str
 
 #: ``--fast-gemv`` modes -> FastTarget's ``gemv``: cuBLAS for every weight product ("off"), the Triton
 #: GEMV for single-token steps ("decode"), or the Triton small-M/split-K path for steps of up to 16
-#: tokens too ("all": verify steps; per shape from the built-in H200 table, RESULTS section 17), or
-#: "all" with the residual add + RMSNorm and the SwiGLU activation fused into the products' loads
-#: ("fused": fewer kernels per layer; issue 8).
-GEMV_MODES: dict[str, bool | str] = {"off": False, "decode": True, "all": "all", "fused": "fused"}
+#: tokens too ("all": verify steps; per shape from the built-in H200 table, RESULTS section 17).
+GEMV_MODES: dict[str, bool | str] = {"off": False, "decode": True, "all": "all"}
 
 
 def check_gemv(mode: str, engine: str, device: str) -> bool | str:

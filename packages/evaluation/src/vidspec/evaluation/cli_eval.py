@@ -107,9 +107,8 @@ def evaluate(
         engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
             greedy strict output is token-identical). Recorded in the run's config; resuming refuses another.
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
-        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps), all
-            (verify steps of up to 16 tokens too, split-K) or fused (all, with residual add + RMSNorm and
-            SwiGLU done inside the products' loads). Recorded; resuming refuses another.
+        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
+            (verify steps of up to 16 tokens too, split-K). Recorded; resuming refuses another.
         fast_compile: fast engine on CUDA: fuse each step's elementwise work with torch.compile (false: the
             same CUDA graphs without compiling, no compile time before the first record but slower steps;
             for runs that measure acceptance, e.g. tau by video length). Recorded; resuming refuses another.

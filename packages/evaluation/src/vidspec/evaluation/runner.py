@@ -128,9 +128,8 @@ class EvalConfig:
         engine: eager (the Hugging Face modules as loaded) or fast (FastTarget: static KV cache, CUDA
             graphs on CUDA; one FastTarget per loaded model, shared by every method's decoder).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
-        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps), all
-            (verify steps of up to 16 tokens too, split-K) or fused (all, with residual add + RMSNorm and
-            SwiGLU done inside the products' loads). Recorded; resuming refuses another.
+        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
+            (verify steps of up to 16 tokens too, split-K). Recorded; resuming refuses another.
         fast_compile: fast engine on CUDA: fuse each step's elementwise work with ``torch.compile``
             (one compilation per step length, paid by each process before its first record). False:
             the same CUDA graphs over the uncompiled pieces, a slower step but no compilation, for

@@ -22,23 +22,6 @@ the AR step 10% faster than cuBLAS (4.34 vs 4.80 ms at 2k context), but the dot-
 split-K made the K=8 verify step slower (5.42 vs 4.98 ms), so FastLM's ``gemv=True`` routes
 single-token steps only; ``gemv="all"`` routes steps of up to 16 rows (issue 8's split-K path).
 
-Products with a fused prologue (FastLM's ``gemv="fused"``, issue 8): the same three kernels with the
-elementwise work before a product done as the product loads its activation, so that work's own
-kernels (and the gaps between them in the step's graph) disappear:
-
-- :func:`rms_linear` (``vidspec::rms_linear``): ``F.linear(rms_norm(x + delta), w, b)`` and ``x + delta``.
-  The 1/RMS factor of a row is a scalar, so each program accumulates the row's sum of squares in the
-  same K loop as the product and scales its result in the epilogue (split-K: per-slice sums in the
-  workspace, added by the last-arriving program in slice order, so still bitwise repeatable); the norm
-  weight multiplies each activation chunk as it is loaded; the programs of column tile 0 store
-  ``x + delta`` (the next residual). Before q/k/v and before gate/up.
-- :func:`swiglu_linear` (``vidspec::swiglu_linear``): ``F.linear(silu(g) * u, w, b)`` from the fused
-  gate/up output ``[g | u]``, the activation computed in float32 as it is loaded. Before down.
-
-They use the plain product's config for the weight's shape unless a table has an ``NxK+rms`` /
-``NxK+swiglu`` entry (:func:`parse_table`; the built-in table has none yet), and differ from the
-unfused path by rounding only (the normalised / SwiGLU activation is not rounded to bf16 first).
-
 Block sizes, split and kernel (``"cublas"``: ``F.linear``) per shape come from :func:`gemv_config`: a
 JSON table named by ``VIDSPEC_GEMV_TABLE``, else the built-in table measured on an H200 at the 7B
 shapes (``assets/gemv_h200.json``), else fixed rules by weight shape. Tables are written by
@@ -47,9 +30,7 @@ time (a graph capture must not time kernels).
 
 Registration: :func:`small_linear` is the custom op ``vidspec::small_linear`` through
 ``torch.library.triton_op``, so ``torch.compile`` traces into it and keeps its single-launch kernels
-inside a compiled piece (likewise ``vidspec::rms_linear`` and ``vidspec::swiglu_linear``, whose split-K
-configs go through ``vidspec::split_rms_linear`` / ``vidspec::split_swiglu_linear``, opaque as below).
-Split-K products go through a second op, ``vidspec::split_linear``, a plain
+inside a compiled piece. Split-K products go through a second op, ``vidspec::split_linear``, a plain
 (opaque) ``torch.library.custom_op``: its kernel needs the workspace and the counters, which are
 module-level buffers cached per (device, tile count, split, tile shape) and allocated on first use,
 and an opaque op lets that Python run at call time with real tensors instead of being traced. The op
@@ -172,157 +153,10 @@ def _split_k_kernel(x_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, cnt_ptr, M, N, K: tl.con
         tl.atomic_xchg(cnt_ptr + pid_n, 0)
 
 
-# ---- products with a fused prologue (FastLM gemv="fused") ------------------------------------------
-# PRO == 1 (RMSNorm): the activation is s = x (+ delta), and the product is
-#     y = rsqrt(mean(s^2) + eps) * (s * norm_w) @ W^T (+ b):
-# the 1/RMS factor is a per-row scalar, so it is applied to the accumulated product in the epilogue and
-# its sum of squares is accumulated in the same K loop (one pass over x, no second read of the row; a
-# split-K program sums its slice and the tile's last program adds the slices, in slice order). The
-# programs of column tile 0 store their slices of s (the next residual), so no separate add kernel runs.
-# PRO == 2 (SwiGLU): x is the fused gate/up output [g | u] (row stride XS = 2K) and the activation is
-# silu(g) * u, computed in float32 as it is loaded.
-@triton.jit
-def _prologue(x_ptr, d_ptr, nw_ptr, s_ptr, offs, rk, mask, K: tl.constexpr, WRITE_S, PRO: tl.constexpr,
-              HAS_DELTA: tl.constexpr):
-    """One activation chunk in float32 and its squares (``PRO == 1``; zeros for SwiGLU).
-
-    ``offs``/``mask`` address the chunk in x (and in delta and s, which share x's layout for RMSNorm);
-    ``rk`` its columns, shaped to broadcast against it; ``WRITE_S``: this program stores its slice of s.
-    """
-    if PRO == 1:
-        a = tl.load(x_ptr + offs, mask=mask, other=0.0)
-        if HAS_DELTA:
-            # rounded to the activation dtype, as the unfused path's residual add (x + delta) is
-            a = (a.to(tl.float32) + tl.load(d_ptr + offs, mask=mask, other=0.0).to(tl.float32)).to(a.dtype)
-            if WRITE_S:
-                tl.store(s_ptr + offs, a, mask=mask)
-        a = a.to(tl.float32)
-        v = a * tl.load(nw_ptr + rk, mask=rk < K, other=0.0).to(tl.float32)
-        v2 = a * a
-    else:
-        g = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-        u = tl.load(x_ptr + offs + K, mask=mask, other=0.0).to(tl.float32)
-        v = g / (1.0 + tl.exp(-g)) * u
-        v2 = v * 0.0  # unused: the callers read the squares only for RMSNorm
-    return v, v2
-
-
-@triton.jit
-def _gemv_pro_kernel(x_ptr, d_ptr, nw_ptr, s_ptr, w_ptr, b_ptr, y_ptr, N, eps, K: tl.constexpr, PRO: tl.constexpr,
-                     HAS_DELTA: tl.constexpr, HAS_BIAS: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """:func:`_gemv_kernel` (one row) with a prologue; program 0 stores s."""
-    pid = tl.program_id(0)
-    rn = pid * BN + tl.arange(0, BN)
-    live = rn < N
-    acc = tl.zeros((BN, BK), dtype=tl.float32)
-    sq = tl.zeros((BK,), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        rk = k0 + tl.arange(0, BK)
-        kin = rk < K
-        w = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=live[:, None] & kin[None, :], other=0.0)
-        v, v2 = _prologue(x_ptr, d_ptr, nw_ptr, s_ptr, rk, rk, kin, K, pid == 0, PRO, HAS_DELTA)
-        acc += w.to(tl.float32) * v[None, :]
-        sq += v2
-    y = tl.sum(acc, 1)
-    if PRO == 1:
-        y = y * tl.rsqrt(tl.sum(sq, 0) / K + eps)
-    if HAS_BIAS:
-        y += tl.load(b_ptr + rn, mask=live, other=0.0).to(tl.float32)
-    tl.store(y_ptr + rn, y.to(y_ptr.dtype.element_ty), mask=live)
-
-
-@triton.jit
-def _small_mm_pro_kernel(x_ptr, d_ptr, nw_ptr, s_ptr, w_ptr, b_ptr, y_ptr, M, N, eps, K: tl.constexpr,
-                         XS: tl.constexpr, PRO: tl.constexpr, HAS_DELTA: tl.constexpr, HAS_BIAS: tl.constexpr,
-                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """:func:`_small_mm_kernel` (2-16 rows, dot tiles) with a prologue; program 0 stores s."""
-    pid = tl.program_id(0)
-    rn = pid * BN + tl.arange(0, BN)
-    rm = tl.arange(0, BM)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    sq = tl.zeros((BM, BK), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        rk = k0 + tl.arange(0, BK)
-        kin = rk < K
-        v, v2 = _prologue(x_ptr, d_ptr, nw_ptr, s_ptr, rm[:, None] * XS + rk[None, :], rk[None, :],
-                          (rm[:, None] < M) & kin[None, :], K, pid == 0, PRO, HAS_DELTA)
-        w = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & kin[:, None], other=0.0)
-        acc += tl.dot(v.to(w.dtype), w)
-        sq += v2
-    if PRO == 1:
-        acc = acc * tl.rsqrt(tl.sum(sq, 1) / K + eps)[:, None]
-    if HAS_BIAS:
-        acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-    tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty),
-             mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def _split_k_pro_kernel(x_ptr, d_ptr, nw_ptr, s_ptr, w_ptr, b_ptr, y_ptr, ws_ptr, sq_ptr, cnt_ptr, M, N, eps,
-                        K: tl.constexpr, XS: tl.constexpr, K_SLICE: tl.constexpr, SPLIT: tl.constexpr,
-                        PRO: tl.constexpr, HAS_DELTA: tl.constexpr, HAS_BIAS: tl.constexpr, BM: tl.constexpr,
-                        BN: tl.constexpr, BK: tl.constexpr):
-    """:func:`_split_k_kernel` with a prologue. Programs ``(0, s)`` store slice s of s; each program also
-    stores its slice's per-row sum of squares at ``sq_ptr`` ``(tiles, SPLIT, BM)``, which the tile's last
-    program adds in slice order with the partial products (no float atomics: bitwise repeatable)."""
-    pid_n = tl.program_id(0)
-    pid_s = tl.program_id(1)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rm = tl.arange(0, BM)
-    k_lo = pid_s * K_SLICE
-    live = (rm[:, None] < M) & (rn[None, :] < N)
-    offs = rm[:, None] * BN + tl.arange(0, BN)[None, :]
-    tile_ws = ws_ptr + pid_n * (SPLIT * BM * BN)
-    tile_sq = sq_ptr + pid_n * (SPLIT * BM)
-    if BM == 1:
-        acc1 = tl.zeros((BN, BK), dtype=tl.float32)
-        sq1 = tl.zeros((BK,), dtype=tl.float32)
-        for k0 in range(0, K_SLICE, BK):
-            rk = k_lo + k0 + tl.arange(0, BK)
-            kin = rk < K
-            w = tl.load(w_ptr + rn[:, None] * K + rk[None, :], mask=(rn[:, None] < N) & kin[None, :], other=0.0)
-            v, v2 = _prologue(x_ptr, d_ptr, nw_ptr, s_ptr, rk, rk, kin, K, pid_n == 0, PRO, HAS_DELTA)
-            acc1 += w.to(tl.float32) * v[None, :]
-            sq1 += v2
-        part = tl.sum(acc1, 1)[None, :]
-        sq_part = tl.zeros((BM,), dtype=tl.float32) + tl.sum(sq1, 0)
-    else:
-        part = tl.zeros((BM, BN), dtype=tl.float32)
-        sq2 = tl.zeros((BM, BK), dtype=tl.float32)
-        for k0 in range(0, K_SLICE, BK):
-            rk = k_lo + k0 + tl.arange(0, BK)
-            kin = rk < K
-            v, v2 = _prologue(x_ptr, d_ptr, nw_ptr, s_ptr, rm[:, None] * XS + rk[None, :], rk[None, :],
-                              (rm[:, None] < M) & kin[None, :], K, pid_n == 0, PRO, HAS_DELTA)
-            w = tl.load(w_ptr + rn[None, :] * K + rk[:, None], mask=(rn[None, :] < N) & kin[:, None], other=0.0)
-            part += tl.dot(v.to(w.dtype), w)
-            sq2 += v2
-        sq_part = tl.sum(sq2, 1)
-    tl.store(tile_ws + pid_s * (BM * BN) + offs, part, mask=live)
-    if PRO == 1:
-        tl.store(tile_sq + pid_s * BM + rm, sq_part)
-    # Every thread's partials are stored before the (single-thread) release of the counter update.
-    tl.debug_barrier()
-    seen = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel")
-    if seen == SPLIT - 1:  # the last slice of this tile to finish: reduce in slice order, then reset
-        acc = tl.zeros((BM, BN), dtype=tl.float32)
-        ss = tl.zeros((BM,), dtype=tl.float32)
-        for s in tl.static_range(SPLIT):
-            acc += tl.load(tile_ws + s * (BM * BN) + offs, mask=live, other=0.0, cache_modifier=".cg")
-            if PRO == 1:
-                ss += tl.load(tile_sq + s * BM + rm, cache_modifier=".cg")
-        if PRO == 1:
-            acc = acc * tl.rsqrt(ss / K + eps)[:, None]
-        if HAS_BIAS:
-            acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
-        tl.store(y_ptr + rm[:, None] * N + rn[None, :], acc.to(y_ptr.dtype.element_ty), mask=live)
-        tl.atomic_xchg(cnt_ptr + pid_n, 0)
-
-
 # ---- configs -----------------------------------------------------------------------------------
 _CFG_KEYS = ("BN", "BK", "split", "num_warps", "num_stages")
 _CLASS_RE = re.compile(r"^m(?:(\d+)|(2-16))$")
-_SHAPE_RE = re.compile(r"^(\d+)x(\d+)(?:\+(rms|swiglu))?$")
+_SHAPE_RE = re.compile(r"^(\d+)x(\d+)$")
 
 
 class GemvTableError(ValueError):
@@ -404,9 +238,7 @@ def parse_table(data, source: str = "table") -> dict[str, dict[str, dict | str]]
          "_meta": {...}}
 
     Row classes: ``m<T>`` for exactly T rows (1..16), ``m2-16`` for any 2..16 rows (used when no
-    ``m<T>`` entry has the shape). Shapes are ``<N>x<K>`` of the ``(N, K)`` weight; ``<N>x<K>+rms`` and
-    ``<N>x<K>+swiglu`` are configs for that weight's products with a prologue (:func:`rms_linear`,
-    :func:`swiglu_linear`), which otherwise use the plain ``<N>x<K>`` entry. Top-level keys and
+    ``m<T>`` entry has the shape). Shapes are ``<N>x<K>`` of the ``(N, K)`` weight. Top-level keys and
     entry fields starting with ``_`` are notes, ignored. Raises :class:`GemvTableError` on the first
     problem, naming it.
     """
@@ -424,8 +256,7 @@ def parse_table(data, source: str = "table") -> dict[str, dict[str, dict | str]]
         out[m_class] = {}
         for shape, entry in shapes.items():
             if not _SHAPE_RE.match(shape):
-                raise GemvTableError(f"{source}: {m_class}: shape key {shape!r} is not \"<N>x<K>\" "
-                                     "(or \"<N>x<K>+rms\", \"<N>x<K>+swiglu\")")
+                raise GemvTableError(f"{source}: {m_class}: shape key {shape!r} is not \"<N>x<K>\"")
             out[m_class][shape] = _check_entry(f"{source}: {m_class} / {shape}", m_class, entry)
     return out
 
@@ -475,26 +306,22 @@ def builtin_table() -> dict:
     return _builtin
 
 
-def gemv_config(m: int, n: int, k: int, prologue: str | None = None) -> dict | str:
+def gemv_config(m: int, n: int, k: int) -> dict | str:
     """The config of an ``(m, k) x (k, n)`` product with ``1 <= m <= 16``: a dict of ``BN``, ``BK``,
     ``split``, ``num_warps``, ``num_stages`` (a fresh copy), or ``"cublas"`` (use ``F.linear``).
 
     From the ``VIDSPEC_GEMV_TABLE`` table when it has the shape, else from the built-in table
     (:data:`BUILTIN_TABLE`, measured on an H200) when it has it, else :func:`default_config`. In a
-    table, row class ``m<m>`` comes first, then ``m2-16``. ``prologue`` (``"rms"``, ``"swiglu"``): a
-    product with that prologue, whose ``NxK+<prologue>`` entry comes before the plain ``NxK`` one of
-    the same row class (``"cublas"`` there: the unfused computation).
+    table, row class ``m<m>`` comes first, then ``m2-16``.
     """
     shape = f"{n}x{k}"
-    keys = (f"{shape}+{prologue}", shape) if prologue else (shape,)
     for table in (active_table(), builtin_table()):
         if not table:
             continue
         for m_class in (f"m{m}", "m2-16" if m > 1 else None):
-            for key in keys if m_class else ():
-                entry = table.get(m_class, {}).get(key)
-                if entry is not None:
-                    return entry if entry == "cublas" else dict(entry)
+            entry = table.get(m_class, {}).get(shape) if m_class else None
+            if entry is not None:
+                return entry if entry == "cublas" else dict(entry)
     return default_config(m, n, k)
 
 
@@ -503,10 +330,9 @@ _buffers: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 def split_buffers(device: torch.device, tiles: int, split: int, bm: int, bn: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``(tiles * split * bm * (bn + 1),) float32`` workspace and ``(tiles,) int32`` zeroed counters for one key.
+    """The ``(tiles * split * bm * bn,) float32`` workspace and ``(tiles,) int32`` zeroed counters for one key.
 
-    The workspace holds the partial products ``(tiles, split, bm, bn)`` and after them the RMSNorm
-    prologue's partial sums of squares ``(tiles, split, bm)`` (:func:`launch_prologue`). Allocated on first use and kept for the process (reused by every later call and graph replay of
+    Allocated on first use and kept for the process (reused by every later call and graph replay of
     that key). A first use during CUDA-graph capture raises: the zero-fill would be captured, not run.
     """
     key = (device.type, device.index, tiles, split, bm, bn)
@@ -515,7 +341,7 @@ def split_buffers(device: torch.device, tiles: int, split: int, bm: int, bn: int
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise RuntimeError(f"vidspec::split_linear: first call for {tiles} tiles x split {split} (tile {bm}x{bn}) "
                                "inside CUDA-graph capture; run the product once outside capture first (a warm-up)")
-        bufs = (torch.empty(tiles * split * bm * (bn + 1), dtype=torch.float32, device=device),
+        bufs = (torch.empty(tiles * split * bm * bn, dtype=torch.float32, device=device),
                 torch.zeros(tiles, dtype=torch.int32, device=device))
         if device.type == "cuda":
             torch.cuda.synchronize(device)  # the zero-fill is done before any stream uses the counters
@@ -603,185 +429,3 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Te
     if 1 <= x.shape[0] <= MAX_ROWS and x.dim() == 2 and w.is_contiguous():
         return torch.ops.vidspec.small_linear(x, w, b)
     return torch.nn.functional.linear(x, w, b)
-
-
-# ---- products with a fused prologue (FastLM gemv="fused") -------------------------------------------
-#: Prologue codes of the ``*_pro_kernel`` kernels: RMSNorm of ``x (+ delta)``, or SiLU(gate) * up.
-RMS, SWIGLU = 1, 2
-
-
-def launch_prologue(pro: int, x: torch.Tensor, delta: torch.Tensor | None, norm_w: torch.Tensor | None, eps: float,
-                    w: torch.Tensor, b: torch.Tensor | None, y: torch.Tensor, s: torch.Tensor | None, cfg: dict,
-                    wrap: bool = False) -> None:
-    """``y = prologue(x) @ w.T (+ b)`` with the kernel ``cfg`` picks (a config dict, not ``"cublas"``).
-
-    ``pro == RMS``: ``x`` and ``delta`` ``(M, K)`` (delta may be None), ``norm_w`` ``(K,)``; the product
-    is that of ``rms_norm(x + delta) * norm_w`` (fp32 statistics) and, with ``delta``, ``s`` ``(M, K)``
-    receives ``x + delta``. ``pro == SWIGLU``: ``x`` ``(M, 2K)`` is ``[gate | up]``, the product is that of
-    ``silu(gate) * up``; ``delta``, ``norm_w`` and ``s`` are unused. All contiguous; ``w`` ``(N, K)``,
-    ``y`` ``(M, N)``. ``wrap``: launch the single-pass kernels through ``wrap_triton``.
-    """
-    m = x.shape[0]
-    n, k = w.shape
-    bn, bk, split = cfg["BN"], cfg["BK"], cfg["split"]
-    # Placeholder pointers for arguments a prologue never reads (or, for s, never writes without delta):
-    # y as s keeps torch's mutation analysis of the wrapped kernel from seeing an input written.
-    d_arg = delta if delta is not None else x
-    nw_arg = norm_w if norm_w is not None else x
-    s_arg = s if (s is not None and delta is not None) else y
-    bias = b if b is not None else w
-    common = dict(PRO=pro, HAS_DELTA=delta is not None, HAS_BIAS=b is not None, BN=bn, BK=bk,
-                  num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
-    tiles = triton.cdiv(n, bn)
-    if split > 1:
-        split = _effective_split(k, bk, split)
-    if split > 1:
-        bm = 1 if m == 1 else MAX_ROWS
-        ws, cnt = split_buffers(x.device, tiles, split, bm, bn)
-        sq = ws[tiles * split * bm * bn:]
-        _split_k_pro_kernel[(tiles, split)](x, d_arg, nw_arg, s_arg, w, bias, y, ws, sq, cnt, m, n, eps, K=k,
-                                            XS=x.stride(0), K_SLICE=_k_slice(k, bk, split), SPLIT=split, BM=bm,
-                                            **common)
-    elif m == 1:
-        (wrap_triton(_gemv_pro_kernel) if wrap else _gemv_pro_kernel)[(tiles,)](
-            x, d_arg, nw_arg, s_arg, w, bias, y, n, eps, K=k, **common)
-    else:
-        (wrap_triton(_small_mm_pro_kernel) if wrap else _small_mm_pro_kernel)[(tiles,)](
-            x, d_arg, nw_arg, s_arg, w, bias, y, m, n, eps, K=k, XS=x.stride(0), BM=MAX_ROWS, **common)
-
-
-def _residual_out(x: torch.Tensor, delta: torch.Tensor | None) -> torch.Tensor:
-    """The residual-sum output of :func:`rms_linear`: ``(T, K)`` for ``x + delta``, ``(0, K)`` without delta."""
-    return torch.empty_like(x) if delta is not None else x.new_empty((0, x.shape[1]))
-
-
-def rms_linear_reference(x: torch.Tensor, delta: torch.Tensor | None, norm_w: torch.Tensor, eps: float,
-                         w: torch.Tensor, b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """What :func:`rms_linear` computes, unfused (FastLM's own RMSNorm, then ``F.linear``); its fallback."""
-    from vidspec.decoding.fast.lm import rms_norm
-
-    s = x if delta is None else x + delta
-    y = torch.nn.functional.linear(rms_norm(s, norm_w, eps), w, b)
-    return y, (s if delta is not None else x.new_empty((0, x.shape[1])))
-
-
-def swiglu_linear_reference(gu: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    """What :func:`swiglu_linear` computes, unfused (as FastLM's MLP); its fallback."""
-    g, u = gu.chunk(2, dim=-1)
-    return torch.nn.functional.linear(torch.nn.functional.silu(g) * u, w, b)
-
-
-@custom_op("vidspec::split_rms_linear", mutates_args=())
-def split_rms_linear(x: torch.Tensor, delta: torch.Tensor | None, norm_w: torch.Tensor, eps: float, w: torch.Tensor,
-                     b: torch.Tensor | None, bn: int, bk: int, split: int, num_warps: int,
-                     num_stages: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The split-K :func:`rms_linear` (opaque to torch.compile, like :func:`split_linear`); same arguments
-    (contiguous) and results."""
-    y = torch.empty((x.shape[0], w.shape[0]), dtype=x.dtype, device=x.device)
-    s = _residual_out(x, delta)
-    launch_prologue(RMS, x, delta, norm_w, eps, w, b, y, s,
-                    dict(BN=bn, BK=bk, split=split, num_warps=num_warps, num_stages=num_stages))
-    return y, s
-
-
-@split_rms_linear.register_fake
-def _(x, delta, norm_w, eps, w, b, bn, bk, split, num_warps, num_stages):
-    return x.new_empty((x.shape[0], w.shape[0])), _residual_out(x, delta)
-
-
-@custom_op("vidspec::split_swiglu_linear", mutates_args=())
-def split_swiglu_linear(gu: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, bn: int, bk: int, split: int,
-                        num_warps: int, num_stages: int) -> torch.Tensor:
-    """The split-K :func:`swiglu_linear` (opaque to torch.compile); same arguments (contiguous) and result."""
-    y = torch.empty((gu.shape[0], w.shape[0]), dtype=gu.dtype, device=gu.device)
-    launch_prologue(SWIGLU, gu, None, None, 0.0, w, b, y, None,
-                    dict(BN=bn, BK=bk, split=split, num_warps=num_warps, num_stages=num_stages))
-    return y
-
-
-@split_swiglu_linear.register_fake
-def _(gu, w, b, bn, bk, split, num_warps, num_stages):
-    return gu.new_empty((gu.shape[0], w.shape[0]))
-
-
-def _prologue_config(m: int, w: torch.Tensor, k: int, prologue: str) -> dict | str:
-    """:func:`gemv_config` of the weight's shape, or ``"cublas"`` where the Triton path does not apply."""
-    if not (1 <= m <= MAX_ROWS and w.dim() == 2 and w.shape[1] == k and w.is_contiguous()):
-        return "cublas"
-    return gemv_config(m, w.shape[0], k, prologue)
-
-
-def _split_args(cfg: dict, k: int) -> tuple[int, int, int, int, int] | None:
-    """The split op's config arguments when ``cfg`` splits K into more than one slice, else None."""
-    if cfg["split"] > 1 and _effective_split(k, cfg["BK"], cfg["split"]) > 1:
-        return cfg["BN"], cfg["BK"], cfg["split"], cfg["num_warps"], cfg["num_stages"]
-    return None
-
-
-@triton_op("vidspec::rms_linear", mutates_args=())
-def rms_linear(x: torch.Tensor, delta: torch.Tensor | None, norm_w: torch.Tensor, eps: float, w: torch.Tensor,
-               b: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Residual add, RMSNorm and a weight product in one launch: ``F.linear(rms_norm(x + delta), w, b)``.
-
-    The norm (float32 statistics, as FastLM's ``rms_norm``) is applied as the activation is loaded: each
-    program sums the squares of the row as it goes (the row is read once, from L2) and scales its
-    accumulated products by ``1 / RMS`` in the epilogue; the norm weight multiplies the activation
-    chunk on the fly. The programs of the first column tile write ``x + delta``. Kernel and block sizes
-    come from :func:`gemv_config` for ``w``'s shape and prologue ``"rms"`` (split-K configs through
-    ``vidspec::split_rms_linear``); ``"cublas"`` shapes, more than :data:`MAX_ROWS` rows or a
-    non-contiguous ``w`` take :func:`rms_linear_reference`. Differs from the unfused path by rounding
-    only: the normalised activation is not rounded to ``x``'s dtype before the product.
-
-    Args:
-        x: ``(T, K)`` the residual stream.
-        delta: ``(T, K)`` the pending residual update (the previous block's output), or None.
-        norm_w: ``(K,)`` the RMSNorm weight.
-        eps: the RMSNorm epsilon.
-        w: ``(N, K)`` weight; b: ``(N,)`` bias or None.
-
-    Returns:
-        ``y`` ``(T, N)`` in ``x``'s dtype, and ``x + delta`` ``(T, K)`` (``(0, K)`` when ``delta`` is None).
-    """
-    m, k = x.shape
-    cfg = _prologue_config(m, w, k, "rms")
-    if cfg == "cublas":
-        return rms_linear_reference(x, delta, norm_w, eps, w, b)
-    x, norm_w = x.contiguous(), norm_w.contiguous()
-    delta = delta.contiguous() if delta is not None else None
-    split = _split_args(cfg, k)
-    if split is not None:
-        return torch.ops.vidspec.split_rms_linear(x, delta, norm_w, eps, w, b, *split)
-    y = torch.empty((m, w.shape[0]), dtype=x.dtype, device=x.device)
-    s = _residual_out(x, delta)
-    launch_prologue(RMS, x, delta, norm_w, eps, w, b, y, s, cfg, wrap=True)
-    return y, s
-
-
-@triton_op("vidspec::swiglu_linear", mutates_args=())
-def swiglu_linear(gu: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    """A SwiGLU MLP's down projection with the activation fused: ``F.linear(silu(g) * u, w, b)``, ``[g | u] = gu``.
-
-    ``silu(g) * u`` is computed in float32 as each K chunk of ``g`` and ``u`` is loaded (never rounded
-    to ``gu``'s dtype, unlike the unfused path). Kernel and block sizes come from :func:`gemv_config`
-    for ``w``'s shape and prologue ``"swiglu"`` (split-K through ``vidspec::split_swiglu_linear``); other cases take
-    :func:`swiglu_linear_reference`.
-
-    Args:
-        gu: ``(T, 2K)`` the fused gate/up projection output.
-        w: ``(N, K)`` the down-projection weight; b: ``(N,)`` bias or None.
-
-    Returns:
-        ``(T, N)`` in ``gu``'s dtype.
-    """
-    m, k2 = gu.shape
-    k = k2 // 2
-    cfg = _prologue_config(m, w, k, "swiglu") if k2 % 2 == 0 else "cublas"
-    if cfg == "cublas":
-        return swiglu_linear_reference(gu, w, b)
-    gu = gu.contiguous()
-    split = _split_args(cfg, k)
-    if split is not None:
-        return torch.ops.vidspec.split_swiglu_linear(gu, w, b, *split)
-    y = torch.empty((m, w.shape[0]), dtype=gu.dtype, device=gu.device)
-    launch_prologue(SWIGLU, gu, None, None, 0.0, w, b, y, None, cfg, wrap=True)
-    return y

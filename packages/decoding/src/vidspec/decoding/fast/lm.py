@@ -42,9 +42,6 @@ import torch.nn.functional as F
 
 log = logging.getLogger(__name__)
 
-#: FastLM's ``gemv`` values (see its docstring).
-GEMV_OPTIONS = (False, True, "all", "fused")
-
 
 # ---- numerics shared with HF ------------------------------------------------------------------
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -180,24 +177,17 @@ def fuse_layer_weights(layer) -> None:
 # ---- the per-layer pieces that do not touch the cache (compilable, shapes depend on T) ----------
 # The residual add of a layer's MLP output is deferred to the next piece (``delta``), so a fused
 # compile does it in the same kernel as the next RMSNorm.
-# ``small`` picks the weight products: False ``F.linear``; True the Triton small-M products of
-# :mod:`vidspec.decoding.fast.gemv` (registered as ``torch.ops.vidspec.*`` once that module is imported;
-# FastLM imports it for ``gemv``); "fused" those products with the residual add + RMSNorm and the SwiGLU
-# activation done in the loads of the product that follows them (``vidspec::rms_linear``,
-# ``vidspec::swiglu_linear``), so those elementwise kernels do not run at all.
-def _lin(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, small: bool | str) -> torch.Tensor:
-    """``F.linear``, or with ``small`` the Triton small-M product ``torch.ops.vidspec.small_linear``."""
+def _lin(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, small: bool) -> torch.Tensor:
+    """``F.linear``, or with ``small`` the Triton small-M product (:mod:`vidspec.decoding.fast.gemv`, registered as
+    ``torch.ops.vidspec.small_linear`` once that module is imported; FastLM imports it for ``gemv``)."""
     if small:
         return torch.ops.vidspec.small_linear(x, w, b)
     return F.linear(x, w, b)
 
 
 def _pre_fused(x: torch.Tensor, delta: torch.Tensor | None, in_norm: torch.Tensor, eps: float, wqkv: torch.Tensor,
-               bqkv: torch.Tensor | None, small: bool | str = False) -> tuple[torch.Tensor, torch.Tensor]:
+               bqkv: torch.Tensor | None, small: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Residual add, RMSNorm and the fused q/k/v projection: ``(T, d) -> (T, d), (T, (hq + 2 hkv) hd)``."""
-    if small == "fused":
-        qkv, s = torch.ops.vidspec.rms_linear(x, delta, in_norm, eps, wqkv, bqkv)
-        return (x if delta is None else s), qkv
     if delta is not None:
         x = x + delta
     return x, _lin(rms_norm(x, in_norm, eps), wqkv, bqkv, small)
@@ -213,11 +203,8 @@ def _pre_split(x: torch.Tensor, delta: torch.Tensor | None, in_norm: torch.Tenso
 
 
 def _post_fused(x: torch.Tensor, attn: torch.Tensor, wo, bo, post_norm, eps: float, wgu,
-                wd, small: bool | str = False) -> tuple[torch.Tensor, torch.Tensor]:
+                wd, small: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Output projection, residual, RMSNorm, SwiGLU MLP with fused gate/up: returns ``x`` and the MLP output."""
-    if small == "fused":
-        gu, x = torch.ops.vidspec.rms_linear(x, _lin(attn, wo, bo, True), post_norm, eps, wgu, None)
-        return x, torch.ops.vidspec.swiglu_linear(gu, wd, None)
     x = x + _lin(attn, wo, bo, small)
     gu = _lin(rms_norm(x, post_norm, eps), wgu, None, small)
     g, u = gu.chunk(2, dim=-1)
@@ -247,7 +234,7 @@ def argmax_rows(logits: torch.Tensor, groups: int = 64) -> torch.Tensor:
 
 
 def _final(x: torch.Tensor, delta: torch.Tensor, norm: torch.Tensor, eps: float, head: torch.Tensor,
-           head_bias: torch.Tensor | None, ids: torch.Tensor, head_ids: torch.Tensor | None, small: bool | str = False):
+           head_bias: torch.Tensor | None, ids: torch.Tensor, head_ids: torch.Tensor | None, small: bool = False):
     """Last residual add, final norm, LM head, greedy tokens and device-side chain acceptance.
 
     Returns ``(x, h, logits float32, argmax in target ids, accept)``; ``accept`` is
@@ -496,12 +483,8 @@ class FastLM:
             weights). Measured on the H200 at 7B shapes only (docs/RESULTS.md section 13), so off by
             default. With ``True`` verify steps and prefill chunks keep cuBLAS; ``"all"`` routes every
             step of up to 16 tokens (verify steps of K <= 15 drafts too: the split-K kernels, issue 8).
-            ``"fused"`` is ``"all"`` with the elementwise work before a product done in the product's
-            loads (``gemv.rms_linear``: residual add + RMSNorm before q/k/v and gate/up;
-            ``gemv.swiglu_linear``: SiLU(gate) * up before down), removing those kernels from the step;
-            it differs from ``"all"`` by rounding only. Every mode picks each product's kernel, or cuBLAS,
-            by ``gemv.gemv_config`` for its shape (the ``VIDSPEC_GEMV_TABLE`` table when set, checked
-            here at construction).
+            Either way each product's kernel, or cuBLAS, is what ``gemv.gemv_config`` picks for its
+            shape (the ``VIDSPEC_GEMV_TABLE`` table when set, checked here at construction).
     """
 
     def __init__(self, language_model, lm_head, *, max_len: int, hidden_layers: dict[str, int] | None = None,
@@ -564,11 +547,17 @@ class FastLM:
             raise RuntimeError("kernels=True needs Triton")
         if self.kernels and not fits:
             raise ValueError(f"kernels=True needs a power-of-two head dim >= 16, this model's is {self.hd}")
-        if gemv not in GEMV_OPTIONS:
-            raise ValueError(f"gemv must be False, True, 'all' or 'fused', got {gemv!r}")
-        if gemv and not (self.fused and on_cuda and _has_triton() and self.dtype in (torch.bfloat16, torch.float16)):
-            raise ValueError(f"gemv={gemv!r} needs CUDA, Triton, fused weights and a bf16/fp16 model")
-        self._set_gemv(gemv)
+        if gemv not in (False, True, "all"):
+            raise ValueError(f"gemv must be False, True or 'all', got {gemv!r}")
+        #: the most tokens a step may have for its weight products to take the Triton path (0: never)
+        self.gemv_rows = 0
+        if gemv:
+            if not (self.fused and on_cuda and _has_triton() and self.dtype in (torch.bfloat16, torch.float16)):
+                raise ValueError("gemv=True needs CUDA, Triton, fused weights and a bf16/fp16 model")
+            from vidspec.decoding.fast import gemv as _gemv  # (registers vidspec::small_linear)
+
+            _gemv.active_table()  # a bad VIDSPEC_GEMV_TABLE fails here, not inside a compile trace
+            self.gemv_rows = _gemv.MAX_ROWS if gemv == "all" else 1
         self.compile_mode = compile_mode
         self.bucket = bucket
         self.max_tree = max_tree
@@ -593,19 +582,6 @@ class FastLM:
         self._pool = None
 
     # ---- setup helpers --------------------------------------------------------------------------
-    def _set_gemv(self, gemv: bool | str) -> None:
-        """Route the weight products per ``gemv`` (already checked: the constructor's device checks come first;
-        tests call this directly to run the Triton products on CPU through Triton's interpreter)."""
-        #: the most tokens a step may have for its weight products to take the Triton path (0: never)
-        self.gemv_rows = 0
-        #: what the per-layer pieces get as ``small`` on those steps: True, or "fused" (prologue products)
-        self.gemv_small: bool | str = "fused" if gemv == "fused" else True
-        if gemv:
-            from vidspec.decoding.fast import gemv as _gemv  # (registers the vidspec:: ops)
-
-            _gemv.active_table()  # a bad VIDSPEC_GEMV_TABLE fails here, not inside a compile trace
-            self.gemv_rows = _gemv.MAX_ROWS if gemv in ("all", "fused") else 1
-
     def _enable_compile(self) -> None:
         raise_recompile_limit()
         kw = dict(fullgraph=True, dynamic=False)
@@ -647,10 +623,8 @@ class FastLM:
             self._pre, self._post, self._final)
         # Single-token steps (never a prefill chunk) take the Triton GEMV: it beat cuBLAS in the AR step
         # at 7B shapes (4.34 vs 4.80 ms), while its 2-16-row kernel lost in the K=8 verify step (5.42 vs 4.98 ms)
-        # before split-K; gemv="all" lets steps of up to 16 tokens through as well ("fused" too, with prologues).
-        small: bool | str = False
-        if (arena is not None or mask_rep is not None) and x.shape[0] <= self.gemv_rows:
-            small = self.gemv_small
+        # before split-K; gemv="all" lets steps of up to 16 tokens through as well.
+        small = (arena is not None or mask_rep is not None) and x.shape[0] <= self.gemv_rows
         hidden: dict[str, torch.Tensor] = {}
         delta = None
         for i, lw in enumerate(self.layers):
