@@ -50,3 +50,19 @@ def test_session12_archive_reproduces_the_summary_tau(tmp_path):
         summary = json.loads((base / f"eval-long{f}/summary.json").read_text())
         assert abs(doc["lengths"][f]["tau"] - summary["methods"]["sparrow"]["tau"]) < 1e-9
     assert "missed" in proc.stdout and doc["bar"]["met"] is False
+
+
+def test_ceiling_counts_the_fewest_passes_a_caption_allows():
+    from long_tau import ceiling
+    assert ceiling(19, 16) == (2, 9.0)  # 18 tokens after the prefill's: 17 in one round, 1 in the next
+    assert ceiling(18, 16) == (1, 17.0) and ceiling(1, 16) is None and ceiling(19, None) is None
+    text = "We see the red circle, which slowly slides left during the clip. Nothing disappears."
+    recs = []
+    for sid, passes in (("a", 2), ("b", 5)):
+        recs.append({"sample_id": sid, "method": "ar", "text": text, "tau": 1.0, "num_new_tokens": 19,
+                     "target_passes": 18, "k": 0})
+        recs.append({"sample_id": sid, "method": "sparrow", "text": text, "tau": 18 / passes, "num_new_tokens": 19,
+                     "target_passes": passes, "k": 16})
+    row = analyse([(64, recs), (1536, recs)])["lengths"]["64"]
+    assert row["at_ceiling"] == 1 and row["tau_ceiling"] == 9.0 and row["passes_over_fewest"] == 7 / 4
+    assert row["per_video"]["a"]["at_ceiling"] and not row["per_video"]["b"]["at_ceiling"]
