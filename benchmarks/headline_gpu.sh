@@ -52,6 +52,8 @@
 # (00:00:02:10 / 1000), distil a Sparrow draft from it (LONG_SPARROW_TIME / LONG_SPARROW_STEPS: 00:00:01:40 / 520), both
 # at batch LONG_BATCH (16), exported to $OUT/releases/long-{target,sparrow}, and read the long set with them; RESULTS 17.5),
 # EVAL_PARTS (captions,mcq,hf,long: which runs of the eval phase to make, e.g. EVAL_PARTS=long for the long pass alone),
+# LONG_STAGES (target,sparrow,eval: which stages of the long pass this call makes, so a longer fine-tune can have a
+# call to itself: LONG_STAGES=target in one call, then the default in the next, which skips the exported target),
 # LONG_EVAL_EXTRA ("--fast_compile false": more `vidspec eval` arguments for the long pass's two runs, after EVAL_EXTRA; the
 # default keeps the fast engine's CUDA graphs but skips torch.compile, since the long pass measures tau, not time; set it
 # empty to compile),
@@ -90,6 +92,7 @@ LONG_TRAIN_STEPS=${LONG_TRAIN_STEPS:-1000}
 LONG_SPARROW_TIME=${LONG_SPARROW_TIME:-00:00:01:40}
 LONG_SPARROW_STEPS=${LONG_SPARROW_STEPS:-520}
 LONG_BATCH=${LONG_BATCH:-16}
+LONG_STAGES=${LONG_STAGES:-target,sparrow,eval}
 LONG_AUGMENT=${LONG_AUGMENT:---data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4,6]}
 LONG_ACCEL=gpu
 LONG_PRECISION=bf16-mixed
@@ -137,6 +140,9 @@ fi
 for p in ${EVAL_PARTS//,/ }; do
   case "$p" in captions|mcq|hf|long) ;; *) echo "unknown eval part $p in EVAL_PARTS=$EVAL_PARTS (captions,mcq,hf,long)" >&2; exit 2 ;; esac
 done
+for p in ${LONG_STAGES//,/ }; do
+  case "$p" in target|sparrow|eval) ;; *) echo "unknown long stage $p in LONG_STAGES=$LONG_STAGES (target,sparrow,eval)" >&2; exit 2 ;; esac
+done
 for p in ${PHASES//,/ }; do
   case "$p" in train|eval|replay|ddp) ;; *) echo "unknown phase $p in PHASES=$PHASES (train,eval,replay,ddp)" >&2; exit 2 ;; esac
 done
@@ -146,6 +152,7 @@ exec > >(tee -a "$OUT/headline.log") 2>&1
 stamp() { date +%s; }
 want() { [[ ",$PHASES," == *",$1,"* ]]; }
 part() { [[ ",$EVAL_PARTS," == *",$1,"* ]]; }
+stage() { [[ ",$LONG_STAGES," == *",$1,"* ]]; }
 took() { echo "$(( $(stamp) - $2 ))" > "$OUT/phases/$1.seconds"; echo "   $1: $(( $(stamp) - $2 )) s"; }
 skip() { echo "== $1: skipped, outputs exist ($2)"; }
 T_START=$(stamp)
@@ -233,23 +240,33 @@ if want eval; then
     if [[ "$LONG_TRAIN" == "1" ]]; then
       # Issue 9's long-video bar needs a target that reads long inputs: fine-tune the trained target with the
       # length augmentation (RESULTS 17.5), distil a Sparrow draft from it, and read the long set with both.
-      long_release long-target synthvid-target-cpu "$LONG_TRAIN_TIME" "$LONG_TRAIN_STEPS" \
+      stage target && long_release long-target synthvid-target-cpu "$LONG_TRAIN_TIME" "$LONG_TRAIN_STEPS" \
         --model.init_args.init_from "$TARGET" --model.init_args.tokenizer "$TARGET" --model.init_args.freeze_vision true \
         --data.batch_size "$LONG_BATCH" --model.init_args.optim.lr 3.0e-4 --model.init_args.optim.warmup_steps 20 \
         --model.init_args.optim.min_lr_ratio 0.1 "${LONG_AUG_ARGS[@]}"
-      long_release long-sparrow sparrow-tiny-cpu "$LONG_SPARROW_TIME" "$LONG_SPARROW_STEPS" \
-        --model.init_args.target "$OUT/releases/long-target" --model.init_args.target_dtype float32 \
-        --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size "$LONG_BATCH"
+      if stage sparrow; then
+        [[ -f "$OUT/releases/long-target/manifest.json" ]] \
+          || { echo "long pass: no $OUT/releases/long-target (LONG_STAGES without target, and none exported yet)" >&2; exit 1; }
+        long_release long-sparrow sparrow-tiny-cpu "$LONG_SPARROW_TIME" "$LONG_SPARROW_STEPS" \
+          --model.init_args.target "$OUT/releases/long-target" --model.init_args.target_dtype float32 \
+          --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size "$LONG_BATCH"
+      fi
       TARGET=$OUT/releases/long-target; SPARROW=$OUT/releases/long-sparrow
+      if stage eval && [[ ! -f "$SPARROW/manifest.json" ]]; then
+        echo "long pass: no $SPARROW to evaluate with (run the target and sparrow stages first)" >&2; exit 1
+      fi
     fi
     LONG_DATA=${LONG_DATA:-$OUT/synthvid-long$LONG_FRAMES}
-    if [[ ! -f "$LONG_DATA/synthvid.json" ]]; then
+    if ! stage eval; then
+      echo "== long pass: stages $LONG_STAGES done; the eval stage is left to a later call"
+    elif [[ ! -f "$LONG_DATA/synthvid.json" ]]; then
       echo "== long set: $LONG_LIMIT held-out videos of $LONG_FRAMES frames -> $LONG_DATA"
       $VIDSPEC data synthvid --out "$LONG_DATA" --num-videos "$LONG_LIMIT" --seed 2 --preset easy --frames "$LONG_FRAMES" \
         --size 64x64 --styles alpha:1,beta:1 --captions-per-video 2 --split validation=1 --workers "$WORKERS" \
         --no-progress true
     fi
     for F in "$LONG_SHORT_FRAMES" "$LONG_FRAMES"; do  # same videos, uniform sampling: only the length changes
+      stage eval || break
       eval_run "eval-long$F" synthvid_captions "$LONG_DATA" "$LONG_LIMIT" ar,sparrow --frames "$F" \
         --fast_max_len $(( F * 17 + 1024 )) "${LONG_EVAL_ARGS[@]}"
     done

@@ -19,7 +19,8 @@ STRICT = ("ar", "sd", "sparrow", "tree-sparrow")
 KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRAMES", "LONG_LIMIT", "LONG_DATA",
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
-         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA")
+         "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA",
+         "LONG_STAGES")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -37,7 +38,14 @@ def test_headline_script_smoke(tmp_path):
     env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "LONG_TRAIN": "1", "PY": sys.executable,
                 "HF_EXTRA": "--k 3",
                 "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
+    # The long pass over two calls: the fine-tune alone first (LONG_STAGES=target), then the rest.
+    split, split_s = _run(env | {"LONG_STAGES": "target"})
+    assert (out / "releases" / "long-target" / "manifest.json").is_file()
+    assert not (out / "releases" / "long-sparrow").exists() and not (out / "eval-long8").exists()
+    assert "the eval stage is left to a later call" in split.stdout
     first, first_s = _run(env)
+    assert "== train long-target: skipped, outputs exist" in first.stdout
+    first_s += split_s
 
     doc = json.loads((out / "headline.json").read_text())
     assert doc["git_sha"] == "0123abc" and doc["smoke"] is True and doc["seed"] == 0
@@ -77,7 +85,7 @@ def test_headline_script_smoke(tmp_path):
     assert "| captions | sparrow |" in first.stdout and "7B-shape replay" in first.stdout
     assert "vs transformers' generate" in first.stdout
     # VIDSPEC_LOG_LEVEL=INFO by default: each eval run logs its stages (a run cut by a call limit shows where it was)
-    assert "eval-captions: models loaded and decoders built" in first.stdout
+    assert "eval-captions: models loaded and decoders built" in split.stdout
     assert "eval-long16: ar warm-up decode" in first.stdout
 
     second, second_s = _run(env)  # same OUT: every phase is done, nothing is recomputed
@@ -100,3 +108,6 @@ def test_headline_script_refuses_an_unknown_eval_part(tmp_path):
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
                           timeout=60, env=env, cwd=REPO)
     assert proc.returncode == 2 and "unknown eval part longg" in proc.stderr
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
+                          timeout=60, env=env | {"EVAL_PARTS": "long", "LONG_STAGES": "target,evall"}, cwd=REPO)
+    assert proc.returncode == 2 and "unknown long stage evall" in proc.stderr
