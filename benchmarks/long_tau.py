@@ -16,7 +16,8 @@ each length the passes it took over the fewest possible (1.00: the draft was nev
     python benchmarks/long_tau.py benchmarks/results/gpu_session12/eval/eval-long64 \\
         benchmarks/results/gpu_session12/eval/eval-long1536 --out benchmarks/results/gpu_session12/long_tau.json
 
-Reads each run's config.json (frames) and records.jsonl[.gz]; prints a table and writes JSON.
+Reads each run's config.json (frames) and records.jsonl[.gz]; prints a table, writes JSON (``--out``) and a
+τ-by-length plot (``--plot``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vidspec.evaluation.records import read_jsonl
+from vidspec.evaluation.records import read_jsonl, run_file
 from vidspec.evaluation.synthvid.tokenizer import vocabulary_words
 
 BAR = 0.9  # τ at the long reading >= 90% of τ at the short one
@@ -39,10 +40,7 @@ BAR = 0.9  # τ at the long reading >= 90% of τ at the short one
 def run_records(run: Path) -> tuple[int, list[dict]]:
     """``(frames, records)`` of a `vidspec eval` run folder (plain or gzipped records)."""
     cfg = json.loads((run / "config.json").read_text())
-    path = run / "records.jsonl"
-    if not path.exists():
-        path = run / "records.jsonl.gz"
-    recs = read_jsonl(path)
+    recs = read_jsonl(run_file(run, "records.jsonl"))
     if not recs:
         raise SystemExit(f"{run}: no records")
     return int(cfg["frames"]), recs
@@ -121,6 +119,44 @@ def analyse(runs: list[tuple[int, list[dict]]], method: str = "sparrow") -> dict
     return out
 
 
+def plot(doc: dict, path: Path) -> Path:
+    """τ by video length: one grey line per video (a cross where the target's caption is misspelt), the mean,
+    and the mean ceiling (the most τ the captions' lengths allow)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(doc["lengths"].values())
+    frames = [r["frames"] for r in rows]
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for sid in rows[0]["per_video"]:
+        taus = [r["per_video"][sid]["tau"] for r in rows]
+        ax.plot(frames, taus, color="lightgrey", lw=0.8, zorder=1)
+        for f, r in zip(frames, rows):
+            v = r["per_video"][sid]
+            ax.scatter([f], [v["tau"]], s=18, zorder=2, color="tab:blue" if v["clean"] else "tab:red",
+                       marker="o" if v["clean"] else "x")
+    ax.plot(frames, [r["tau"] for r in rows], color="black", lw=2, marker="s", label="mean τ", zorder=3)
+    if all("tau_ceiling" in r for r in rows):
+        ax.plot(frames, [r["tau_ceiling"] for r in rows], color="black", ls="--", lw=1,
+                label="mean ceiling (caption length, K)", zorder=3)
+    bar = doc["bar"]
+    ax.axhline(rows[0]["tau"] * BAR, color="tab:green", ls=":", lw=1, label=f"bar: {BAR:.0%} of τ at {frames[0]} frames")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(frames, [str(f) for f in frames])
+    ax.set_xlabel("frames read (17 visual tokens each)")
+    ax.set_ylabel(f"{doc['method']} τ per video")
+    ax.set_title(f"τ by video length: ratio {bar['ratio']:.3f} ({'met' if bar['met'] else 'missed'})\n"
+                 "blue: the target's caption spelt right; red x: misspelt", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
@@ -130,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+", type=Path, help="eval run folders, shortest reading first")
     ap.add_argument("--method", default="sparrow")
     ap.add_argument("--out", type=Path, help="write the JSON here")
+    ap.add_argument("--plot", type=Path, help="write the τ-by-length PNG here")
     args = ap.parse_args(argv)
     if len(args.runs) < 2:
         ap.error("give at least two run folders (the short reading first)")
@@ -152,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bar: {bar['what']}: ratio {bar['ratio']:.3f} -> {'met' if bar['met'] else 'missed'}"
           + (f" (on the videos spelt right at every length: {bar['ratio_clean_at_every_length']:.3f})"
              if "ratio_clean_at_every_length" in bar else ""))
+    if args.plot:
+        print(f"wrote {plot(doc, args.plot)}")
     if args.out:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         doc["runs"] = [str(r) for r in args.runs]

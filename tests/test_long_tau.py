@@ -42,7 +42,8 @@ def test_session12_archive_reproduces_the_summary_tau(tmp_path):
     base = REPO / "benchmarks/results/gpu_session12/eval"
     out = tmp_path / "long_tau.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks/long_tau.py"), str(base / "eval-long64"),
-                           str(base / "eval-long1536"), "--out", str(out)], capture_output=True, text=True,
+                           str(base / "eval-long1536"), "--out", str(out), "--plot", str(tmp_path / "tau.png")],
+                          capture_output=True, text=True,
                           timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(out.read_text())
@@ -50,6 +51,7 @@ def test_session12_archive_reproduces_the_summary_tau(tmp_path):
         summary = json.loads((base / f"eval-long{f}/summary.json").read_text())
         assert abs(doc["lengths"][f]["tau"] - summary["methods"]["sparrow"]["tau"]) < 1e-9
     assert "missed" in proc.stdout and doc["bar"]["met"] is False
+    assert (tmp_path / "tau.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # the τ-by-length plot
 
 
 def test_ceiling_counts_the_fewest_passes_a_caption_allows():

@@ -90,3 +90,34 @@ def test_two_runs_of_one_benchmark_keep_their_own_plots(tmp_path):
     for run in ("a", "b"):
         png = tmp_path / "plots" / f"synthvid_mcq-{run}-pareto.png"
         assert png.is_file() and f"plots/synthvid_mcq-{run}-pareto.png" in text
+
+
+def test_an_archived_run_with_gzipped_records_is_reported(tmp_path):
+    import gzip
+
+    _write_run(tmp_path / "r", "synthvid_mcq", methods=("ar", "sd"))
+    plain = load_run(tmp_path / "r")
+    raw = (tmp_path / "r" / "records.jsonl").read_bytes()
+    (tmp_path / "r" / "records.jsonl.gz").write_bytes(gzip.compress(raw))
+    (tmp_path / "r" / "records.jsonl").unlink()
+    archived = load_run(tmp_path / "r")
+    assert archived.records == plain.records and archived.methods["sd"]["dsr"] == pytest.approx(1.3)
+    assert main(["report", str(tmp_path), "--no-tensorboard"]) == 0  # found as a run folder of tmp_path
+    assert (tmp_path / "plots" / "synthvid_mcq-pareto.png").is_file()
+
+
+def test_pareto_plot_with_the_prepare_counted_in_the_decode(tmp_path):
+    from vidspec.evaluation.report import plot_run
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"benchmark": "synthvid_mcq"}))
+    with JsonlLog(run_dir / "records.jsonl") as log:
+        for s in ("s1", "s2"):
+            for m, tau, dec, prep in (("ar", 1.0, 1.0, 0.0), ("sparrow", 3.0, 0.25, 0.1)):
+                log.append(_record("synthvid_mcq", s, m, tau=tau, decode_s=dec, correct=True) | {"draft_prefill_s": prep})
+    run = load_run(run_dir)
+    sp = run.methods["sparrow"]
+    assert sp["dsr"] == pytest.approx(4.0) and sp["dsr_prepare_in_decode"] == pytest.approx(1.0 / 0.35)
+    (png,) = [p for p in plot_run(run, tmp_path / "plots") if p.name.endswith("pareto.png")]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -455,12 +455,20 @@ def summarize(records: list[dict], methods: Iterable[str] | None = None,
     return out
 
 
+def run_file(run: str | Path, name: str) -> Path:
+    """``run/name``, or ``run/name.gz`` when only the archived (gzipped) copy is there."""
+    path = Path(run) / name
+    gz = path.with_name(name + ".gz")
+    return gz if not path.exists() and gz.exists() else path
+
+
 def iter_runs(path: str | Path) -> Iterator[Path]:
-    """Run folders at ``path``: the folder itself when it holds ``records.jsonl``, else its subfolders that do."""
+    """Run folders at ``path``: the folder itself when it holds ``records.jsonl`` (or its archived
+    ``records.jsonl.gz``), else its subfolders that do."""
     path = Path(path)
-    if (path / "records.jsonl").exists():
+    if run_file(path, "records.jsonl").exists():
         yield path
         return
     for sub in sorted(p for p in path.iterdir() if p.is_dir()) if path.is_dir() else []:
-        if (sub / "records.jsonl").exists():
+        if run_file(sub, "records.jsonl").exists():
             yield sub

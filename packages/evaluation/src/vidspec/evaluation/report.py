@@ -21,7 +21,7 @@ from typing import Any
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import LOSSLESS_METHODS as STRICT_METHODS
 from vidspec.decoding.methods import METHODS
-from vidspec.evaluation.records import CONVENTIONS, MethodSummary, iter_runs, read_jsonl, summarize
+from vidspec.evaluation.records import CONVENTIONS, MethodSummary, iter_runs, read_jsonl, run_file, summarize
 
 
 @dataclass
@@ -48,8 +48,8 @@ class RunData:
 def load_run(path: str | Path) -> RunData:
     """Read a run folder and aggregate its records."""
     path = Path(path)
-    records = read_jsonl(path / "records.jsonl")
-    judgements = read_jsonl(path / "judgements.jsonl")
+    records = read_jsonl(run_file(path, "records.jsonl"))
+    judgements = read_jsonl(run_file(path, "judgements.jsonl"))
     config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
     summary = json.loads((path / "summary.json").read_text()) if (path / "summary.json").exists() else {}
     benchmark = (records[0]["benchmark"] if records else None) or config.get("benchmark") or path.name
@@ -128,16 +128,26 @@ def plot_run(run: RunData, plots: Path, name: str | None = None) -> list[Path]:
 
     # Pareto view: retention when the run has scores, else the share of token-identical outputs.
     use_ret = any(s["retention"] is not None for s in methods.values())
+    # Filled: DSR with the drafter's prompt-side start in the prefill; hollow, when it differs: that start
+    # counted in the decode (the conservative DSR the headline bars use, RESULTS 16.2).
     fig, ax = plt.subplots(figsize=(5.5, 4))
+    hollow = False
     for m, s in methods.items():
         x = s["retention"] if use_ret else s["token_identical_share"]
         y = s["dsr"]
         if x is None or y is None:
             continue
-        ax.scatter([100 * x], [y], s=40)
+        dot = ax.scatter([100 * x], [y], s=40)
+        y2 = s.get("dsr_prepare_in_decode")
+        if y2 is not None and abs(y2 - y) > 1e-3:
+            colour = dot.get_facecolor()[0]
+            ax.plot([100 * x, 100 * x], [y2, y], color=colour, lw=0.8)
+            ax.scatter([100 * x], [y2], s=40, facecolors="none", edgecolors=[colour])
+            hollow = True
         ax.annotate(m, (100 * x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-    ax.set_xlabel("retention vs AR (%)" if use_ret else "token-identical to AR (%) [no fidelity scores]")
+    ax.set_xlabel(("retention vs AR (%)" if use_ret else "token-identical to AR (%) [no fidelity scores]")
+                  + ("\nhollow: DSR with the drafter's prompt feed counted in the decode" if hollow else ""))
     ax.set_ylabel("DSR (decode speedup vs AR)")
     ax.set_title(f"{name}: speedup vs fidelity")
     fig.tight_layout()
