@@ -18,7 +18,7 @@ OUT=$H PHASES=eval EVAL_PARTS=long WORKERS=12 LONG_STAGES=${STAGES:-target,sparr
   timeout ${LIMIT:-585} bash benchmarks/headline_gpu.sh > $X/eval.log 2>&1; echo "eval rc $?" >> $X/eval.log
 date; grep -v -i warn $X/eval.log | grep -E "^==|^   |INFO vidspec.evaluation.runner: [a-z0-9-]+: (models|[a-z-]+ warm)|rc " | tail -30
 tail -3 $H/runs/long-target/train.log 2>/dev/null
-test -f $H/eval-long1536/summary.json && python3 benchmarks/long_tau.py $H/eval-long64 $H/eval-long1536 --out $X/long_tau.json 2>&1 | tail -12
+test -f $H/eval-long1536/summary.json && python3 benchmarks/long_tau.py $H/eval-long64 $H/eval-long1536 --out $X/long_tau.json --plot $X/long_tau.png 2>&1 | tail -12
 # Is the fall the target's or the fast engine's? AR at 26k through HF's own modules (eager), against the fast AR.
 if test -f $H/eval-long1536/summary.json && test ! -f $H/eval-long1536-eager/summary.json; then
   timeout 150 vidspec eval --benchmark synthvid_captions --data $H/synthvid-long1536 --split validation \
