@@ -189,8 +189,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bar: {bar['what']}: ratio {bar['ratio']:.3f} -> {'met' if bar['met'] else 'missed'}"
           + (f" (on the videos spelt right at every length: {bar['ratio_clean_at_every_length']:.3f})"
              if "ratio_clean_at_every_length" in bar else ""))
-    if args.plot:
-        print(f"wrote {plot(doc, args.plot)}")
     if args.out:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         doc["runs"] = [str(r) for r in args.runs]
@@ -199,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
         print(f"wrote {args.out}")
+    if args.plot:
+        print(f"wrote {plot(doc, args.plot)}")
     return 0
 
 
