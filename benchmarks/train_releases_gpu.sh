@@ -25,7 +25,11 @@
 # augmentation "--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4]" that let the CPU
 # release read 256-frame videos, benchmarks/results/long_video_cpu/), VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
-# FREEZE_VISION (true).
+# FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
+# most N more steps per call of this script and resumes from its last checkpoint in the next, with its LR schedule
+# spanning TARGET_STEPS, so a longer SFT spans several device calls; a call that stops before TARGET_STEPS exits 3
+# with "paused" and leaves the Sparrow stage and the figures to the call that completes it. Lightning restores
+# the elapsed time with the checkpoint, so TARGET_TIME is the whole stage's budget, not one call's).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
 # Resumable by stage: a stage whose release is already exported is skipped, so a run killed by a
 # time limit is finished by running the same command again.
@@ -100,18 +104,41 @@ if [[ ! -f "$OUT/vision/tower.safetensors" ]]; then
     --every $([[ "${SMOKE:-0}" == "1" ]] && echo 3 || echo 1000) --out "$OUT/vision" --save "$OUT/vision" | tail -4
 fi
 
-train() {  # name recipe max_time max_steps extra...
+ckpt_step() {  # a Lightning checkpoint's global step
+  $PY -c "import sys, torch; print(int(torch.load(sys.argv[1], map_location='cpu', weights_only=False)['global_step']))" "$1"
+}
+train() {  # name recipe max_time max_steps extra...; CALL_STEPS=N (env): at most N more steps in this call, resumable
   local name=$1 recipe=$2 max_time=$3 steps=$4; shift 4
   local run="$OUT/runs/$name" start; start=$(stamp)
+  local call_steps=${CALL_STEPS:-} stop=$steps done=0 resume=()
   if [[ -f "$OUT/releases/$name/manifest.json" ]]; then  # exported by an earlier call: resume after it
     echo "== train $name: skipped, $OUT/releases/$name exists"; return
   fi
-  rm -rf "$run"  # a stage killed before its export starts over (its wall-time budget is per stage)
-  echo "== train $name ($recipe, at most $steps steps / $max_time)"
+  if [[ -n "$call_steps" && -f "$run/checkpoints/last.ckpt" ]]; then  # paused by an earlier call: go on from there
+    done=$(ckpt_step "$run/checkpoints/last.ckpt")
+    resume=(--ckpt_path last)  # Lightning finds it through the checkpoint callback (a file path would re-parse the hparams)
+  else
+    rm -rf "$run"  # a stage killed before its export starts over (its wall-time budget is per stage)
+  fi
+  if [[ -n "$call_steps" ]]; then  # this call's share; the LR schedule still spans every step of the stage
+    stop=$(( done + call_steps < steps ? done + call_steps : steps ))
+    set -- "$@" --model.init_args.optim.total_steps "$steps"
+  fi
+  echo "== train $name ($recipe, at most $steps steps / $max_time$([[ -n "$call_steps" ]] && echo ", steps $done -> $stop in this call"))"
   $VIDSPEC train fit --config "configs/train/$recipe.yaml" "${COMMON[@]}" --trainer.max_time "$max_time" \
-    --trainer.max_steps "$steps" --trainer.default_root_dir "$run" --trainer.logger.init_args.save_dir "$run" \
-    --checkpoint.dirpath "$run/checkpoints" "$@"
-  echo "$(( $(stamp) - start ))" > "$run/train_seconds"
+    --trainer.max_steps "$stop" --trainer.default_root_dir "$run" --trainer.logger.init_args.save_dir "$run" \
+    --checkpoint.dirpath "$run/checkpoints" "$@" "${resume[@]}"
+  echo "$(( $(stamp) - start + $(cat "$run/train_seconds" 2>/dev/null || echo 0) ))" > "$run/train_seconds"
+  if [[ -n "$call_steps" ]]; then
+    local now; now=$(ckpt_step "$run/checkpoints/last.ckpt")
+    if (( now == stop && stop < steps )); then  # this call's share done, the stage not: leave the rest to the next call
+      echo "== train $name: paused at step $now of $steps; run the same command again to go on"
+      wait  # a background stage of this call (the release profile's draft VLM) finishes first
+      exit 3
+    elif (( now < steps )); then  # stopped short of its share: the stage's time budget is spent
+      echo "== train $name: its time budget ($max_time) ended the stage at step $now of $steps"
+    fi
+  fi
   $VIDSPEC export --ckpt "$run/checkpoints/last.ckpt" --out "$OUT/releases/$name" --overwrite true
   echo "   $(( $(stamp) - start )) s"
 }
@@ -123,7 +150,7 @@ if [[ -z "${DRAFT:-}" && "$PROFILE" == "release" ]]; then
   DRAFT="$OUT/releases/synthvid-draft"
 fi
 read -r -a TARGET_ARGS <<< "${TARGET_EXTRA:-}"
-train synthvid-target synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
+CALL_STEPS="${TARGET_CALL_STEPS:-}" train synthvid-target synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
   "${TARGET_ARCH[@]}" --model.init_args.vision_init "$OUT/vision" --model.init_args.freeze_vision "$FREEZE_VISION" \
   --model.init_args.optim.lr "$LR" \
   --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05 "${TARGET_ARGS[@]}"

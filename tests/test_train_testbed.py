@@ -59,3 +59,30 @@ def test_release_script_smoke(tmp_path):
     assert "train synthvid-target: skipped" in proc.stdout and "train sparrow-synthvid (" in proc.stdout
     assert weights.read_bytes() == before
     assert (out / "releases" / "sparrow-synthvid" / "manifest.json").is_file()
+
+
+def test_release_script_target_over_two_calls(tmp_path):
+    """TARGET_CALL_STEPS: the target stage trains its share, pauses (exit 3) and goes on from its checkpoint in the
+    next call, with one LR schedule over all of TARGET_STEPS; Sparrow and the figures wait for the full target."""
+    import torch
+
+    bin_dir = Path(sys.executable).parent
+    out = tmp_path / "out"
+    env = {**os.environ, "SMOKE": "1", "PROFILE": "gpu", "OUT": str(out), "PY": sys.executable,
+           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "TARGET_CALL_STEPS": "2"}
+    run = lambda: subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")],  # noqa: E731
+                                 capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+    ckpt = out / "runs" / "synthvid-target" / "checkpoints" / "last.ckpt"
+    step = lambda: torch.load(ckpt, map_location="cpu", weights_only=False)["global_step"]  # noqa: E731
+
+    first = run()
+    assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-3000:]
+    assert "paused at step 2 of 3" in first.stdout and step() == 2
+    assert not (out / "releases" / "synthvid-target").exists() and not (out / "releases" / "sparrow-synthvid").exists()
+
+    second = run()
+    assert second.returncode == 0, second.stdout[-2000:] + second.stderr[-3000:]
+    assert "steps 2 -> 3 in this call" in second.stdout and step() == 3
+    manifest = json.loads((out / "releases" / "synthvid-target" / "manifest.json").read_text())
+    assert manifest["training_config"]["model"]["init_args"]["optim"]["total_steps"] == 3
+    assert (out / "releases" / "sparrow-synthvid" / "manifest.json").is_file() and (out / "figures.json").is_file()
