@@ -113,6 +113,53 @@ def test_lam0_equals_strict_on_random_cases(pst: bool) -> None:
         assert a.kinds == ("strict",) * a.n_accepted
 
 
+def _walk_per_position(draft, logits, policy):
+    """The greedy loose walk as specified, one position at a time (each predicate on its own row)."""
+    choice = logits.argmax(-1).tolist()
+    kinds = []
+    for i, d in enumerate(draft):
+        t = choice[i]
+        if d == t:
+            kinds.append("strict")
+            continue
+        guarded = d in policy.protected or t in policy.protected
+        if not guarded and policy.loose[i] and float(torch.softmax(logits[i].float(), -1)[d]) >= policy.eps:
+            kinds.append("loose")
+            continue
+        lo, hi = max(0, i - policy.pst_window), min(len(draft), i + policy.pst_window + 1)
+        if not guarded and policy.shift[i] and any(draft[j] == t for j in range(lo, hi) if j != i):
+            kinds.append("shift")
+            continue
+        return i, t, tuple(kinds)
+    return len(draft), choice[len(draft)], tuple(kinds)
+
+
+@pytest.mark.parametrize("with_argmax", [False, True])
+def test_greedy_walk_reads_rows_in_one_go_and_decides_as_per_position(with_argmax: bool) -> None:
+    """The greedy walk reads every row's argmax and draft-token probability in one host copy (a fast target's
+    verify output brings its argmax along); its decisions are the per-position rule's."""
+    from vidspec.decoding.fast.target import FastVerifyOutput
+    from vidspec.decoding.verifiers.lvspec import LoosePolicy, loose_walk
+
+    rng = random.Random(3)
+    for case in range(300):
+        k = rng.randint(1, 8)
+        logits = torch.randn(k + 1, V, generator=torch.Generator().manual_seed(case)) * 2
+        choice = logits.argmax(-1).tolist()
+        draft = tuple(choice[i] if rng.random() < 0.5 else rng.randrange(V) for i in range(k))
+        loose = [rng.random() < 0.7 for _ in range(k)]
+        shift = [rng.random() < 0.5 for _ in range(k)]
+        policy = LoosePolicy(loose, shift, frozenset({5}), "prob", eps=rng.choice([0.01, 0.05, 0.2]))
+        out = FastVerifyOutput(logits=logits, argmax=logits.argmax(-1)) if with_argmax else VerifyOutput(logits=logits)
+        d = loose_walk(Proposal(draft), out, ctx(), policy)
+        assert (d.n_accepted, d.next_token, d.kinds) == _walk_per_position(draft, logits, policy), case
+    if with_argmax:  # the fast target's own argmax is what the walk reads (no second argmax over the logits)
+        logits = torch.zeros(4, V)
+        out = FastVerifyOutput(logits=logits, argmax=torch.tensor([3, 4, 5, 6]))
+        d = loose_walk(Proposal((3, 4, 5)), out, ctx(), LoosePolicy([False] * 3, [False] * 3))
+        assert (d.n_accepted, d.next_token, d.kinds) == (3, 6, ("strict",) * 3)
+
+
 class _NoScoring:
     name = "no-scoring"
     need: frozenset[str] = frozenset({"mid"})
