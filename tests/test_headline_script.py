@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -96,10 +97,13 @@ def test_headline_script_smoke(tmp_path):
     assert second_s < max(20.0, first_s / 4), (first_s, second_s)
     again = json.loads((out / "headline.json").read_text())
     assert again["phase_seconds"] == doc["phase_seconds"] and again["eval"] == doc["eval"]
-    # A later call without LONG_FRAMES (session 12's replay call) still judges the long bar from the runs on disk.
+    # A later call without LONG_FRAMES (session 12's replay call) still judges the long bar from the runs on disk,
+    # and a side run beside the pass (session 14's AR on the eager engine, eval-long<F>-eager) is not read as one.
+    shutil.copytree(out / "eval-long16", out / "eval-long16-eager")
     third, _ = _run({k: v for k, v in env.items() if k not in ("LONG_FRAMES", "LONG_TRAIN")} | {"PHASES": "replay"})
     later = {b["bar"]: b for b in json.loads((out / "headline.json").read_text())["bars"]}
     assert later["sparrow tau at 16 vs 8 frames"] == bars["sparrow tau at 16 vs 8 frames"]
+    assert "long16-eager" not in json.loads((out / "headline.json").read_text())["eval"]
 
 
 def test_headline_script_refuses_an_unknown_eval_part(tmp_path):

@@ -135,9 +135,10 @@ def _walk_per_position(draft, logits, policy):
 
 
 @pytest.mark.parametrize("with_argmax", [False, True])
-def test_greedy_walk_reads_rows_in_one_go_and_decides_as_per_position(with_argmax: bool) -> None:
-    """The greedy walk reads every row's argmax and draft-token probability in one host copy (a fast target's
-    verify output brings its argmax along); its decisions are the per-position rule's."""
+def test_greedy_walk_decides_as_the_per_position_rule(with_argmax: bool) -> None:
+    """The greedy walk's decisions are the per-position rule's, on plain and on fast-target verify outputs
+    (which carry their own argmax). Session 13 read every row at once instead of one gated row at a time;
+    the H200 measured it slower (RESULTS 21.2) and it was reverted; this test keeps pinning the decisions."""
     from vidspec.decoding.fast.target import FastVerifyOutput
     from vidspec.decoding.verifiers.lvspec import LoosePolicy, loose_walk
 
@@ -153,11 +154,6 @@ def test_greedy_walk_reads_rows_in_one_go_and_decides_as_per_position(with_argma
         out = FastVerifyOutput(logits=logits, argmax=logits.argmax(-1)) if with_argmax else VerifyOutput(logits=logits)
         d = loose_walk(Proposal(draft), out, ctx(), policy)
         assert (d.n_accepted, d.next_token, d.kinds) == _walk_per_position(draft, logits, policy), case
-    if with_argmax:  # the fast target's own argmax is what the walk reads (no second argmax over the logits)
-        logits = torch.zeros(4, V)
-        out = FastVerifyOutput(logits=logits, argmax=torch.tensor([3, 4, 5, 6]))
-        d = loose_walk(Proposal((3, 4, 5)), out, ctx(), LoosePolicy([False] * 3, [False] * 3))
-        assert (d.n_accepted, d.next_token, d.kinds) == (3, 6, ("strict",) * 3)
 
 
 class _NoScoring:

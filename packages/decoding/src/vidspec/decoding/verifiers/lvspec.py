@@ -311,31 +311,14 @@ class LoosePolicy:
 
 
 def _predicate_ok(
-    policy: LoosePolicy, row_logits: Callable[[], torch.Tensor], draft_prob: Callable[[], float], d: int
+    policy: LoosePolicy, row_logits: Callable[[], torch.Tensor], row_probs: Callable[[], torch.Tensor], d: int
 ) -> bool:
     if policy.predicate == "always":
         return True
     if policy.predicate == "topk":
         logits = row_logits()
         return bool((logits.topk(min(policy.top_k, logits.shape[-1])).indices == d).any())
-    return draft_prob() >= policy.eps
-
-
-def _greedy_rows(out: VerifyOutput, logits: torch.Tensor, draft: Sequence[int],
-                 with_probs: bool) -> tuple[list[int], list[float] | None]:
-    """The target's greedy token of each row and, with ``with_probs``, its temperature-1 probability of
-    each draft token in that token's row, read back to the host together (one synchronisation per round
-    on a GPU instead of one per examined position). A fast target's verify step has computed the argmax
-    already (``out.argmax``, the same first-maximum index)."""
-    k = len(draft)
-    am = getattr(out, "argmax", None)
-    choice = am[: k + 1] if isinstance(am, torch.Tensor) and am.shape[0] == logits.shape[0] else logits.argmax(-1)
-    if not with_probs or k == 0:
-        return [int(x) for x in choice.tolist()], None
-    ids = torch.tensor(list(draft), device=logits.device)
-    probs = torch.softmax(logits[:k].float(), dim=-1).gather(-1, ids[:, None]).squeeze(-1)
-    both = torch.cat([choice.to(torch.float64), probs.to(torch.float64)]).tolist()  # ids < 2^53: exact
-    return [int(x) for x in both[: k + 1]], both[k + 1 :]
+    return float(row_probs()[d]) >= policy.eps
 
 
 def _in_window(token: int, draft: Sequence[int], i: int, w: int) -> bool:
@@ -367,6 +350,7 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
     draft = proposal.tokens
     k = len(draft)
     logits = out.logits[: k + 1]
+    choice = logits.argmax(-1).tolist()
     kinds: list[AcceptKind] = []
     # The target's end-of-sequence ids are protected too: ending the answer, or running past the
     # target's end, is never a wording choice.
@@ -374,17 +358,9 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
     sampling = ctx.temperature > 0
     p = target_probs(logits, ctx.temperature, ctx.top_p) if sampling else None
     gen = ctx.generator
-    if sampling:
-        choice, draft_p = logits.argmax(-1).tolist(), None
-    else:
-        choice, draft_p = _greedy_rows(out, logits, draft, policy.predicate == "prob" and any(policy.loose))
 
-    def draft_prob_at(i: int) -> float:
-        if p is not None:
-            return float(p[i][draft[i]])
-        if draft_p is not None:
-            return draft_p[i]
-        return float(torch.softmax(logits[i].float(), dim=-1)[draft[i]])
+    def probs_at(i: int) -> torch.Tensor:
+        return p[i] if p is not None else torch.softmax(logits[i].float(), dim=-1)
 
     for i, d in enumerate(draft):
         t = choice[i]
@@ -402,7 +378,7 @@ def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy
         if (
             not guarded
             and policy.loose[i]
-            and _predicate_ok(policy, lambda i=i: logits[i], lambda i=i: draft_prob_at(i), d)
+            and _predicate_ok(policy, lambda i=i: logits[i], lambda i=i: probs_at(i), d)
         ):
             kinds.append("loose")
             continue
