@@ -21,7 +21,7 @@ KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRA
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
          "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA",
-         "LONG_STAGES")
+         "LONG_STAGES", "LONG_METHODS")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -37,6 +37,7 @@ def test_headline_script_smoke(tmp_path):
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in KNOBS}
     env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "LONG_TRAIN": "1", "PY": sys.executable,
+                "LONG_METHODS": "ar,sparrow,lvspec-pst",  # a draft-VLM method on the long set too (issue 9: every method)
                 "HF_EXTRA": "--k 3",
                 "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
     # The long pass over two calls: the fine-tune alone first (LONG_STAGES=target), then the rest.
@@ -60,7 +61,7 @@ def test_headline_script_smoke(tmp_path):
             assert rows[m]["token_identical_share"] == 1.0, (run, m)
     assert doc["eval"]["mcq"]["methods"]["ar"]["accuracy"] is not None
     for run in ("long8", "long16"):  # the same held-out videos read at 8 and 16 frames
-        assert set(doc["eval"][run]["methods"]) == {"ar", "sparrow"} and doc["eval"][run]["frames"] == int(run[4:])
+        assert set(doc["eval"][run]["methods"]) == {"ar", "sparrow", "lvspec-pst"} and doc["eval"][run]["frames"] == int(run[4:])
         # LONG_TRAIN=1: read by the length-augmented target and the Sparrow draft distilled from it
         cfg = json.loads((out / f"eval-{run}" / "config.json").read_text())
         assert cfg["target"].endswith("releases/long-target") and cfg["sparrow"].endswith("releases/long-sparrow")
