@@ -121,6 +121,42 @@ def test_lvspec_pst_fast_equals_eager(tiny, clip, name):
         (s.accepted, s.loose_accepted, s.shift_accepted) for s in a.steps]
 
 
+@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("method,predicate", [("lvspec-pst", "always"), ("sparrow-lvspec-pst", "prob"),
+                                              ("lvspec", "prob")])
+def test_loose_decision_inside_the_verify_step(tiny, clip, sparrows, monkeypatch, name, method, predicate):
+    """device_walk: the fast target computes the relevance-blind loose rule inside its verify steps and the
+    verifier takes that decision (the host walk never runs for a drafted round); tokens and every round's
+    (kept, loose, shift) counts equal the host walk's. A strict method on the same target afterwards runs its
+    verify steps with no rule."""
+    from vidspec.decoding.verifiers import lvspec
+
+    target = FastTarget(tiny(name), max_len=1024)
+    draft = sparrows(tiny(name)) if method.startswith("sparrow") else FastTarget(perturbed(name), max_len=1024)
+    req = Request("Describe the video.", clip)
+    loose = dict(lam=1.0, predicate=predicate, eps=0.05, pst_window=3)
+    host = build_decoder(method, target=target, draft=draft, k=4, loose=loose, engine="fast")
+    want = host.generate(req, max_new_tokens=N)
+
+    walks = []
+    walk = lvspec.loose_walk
+    monkeypatch.setattr(lvspec, "loose_walk", lambda p, *a: walks.append(len(p.tokens)) or walk(p, *a))
+    dev = build_decoder(method, target=target, draft=draft, k=4, loose=loose | {"device_walk": True}, engine="fast")
+    got = dev.generate(req, max_new_tokens=N)
+    assert got.token_ids == want.token_ids
+    counts = [(s.accepted, s.loose_accepted, s.shift_accepted) for s in got.steps]
+    assert counts == [(s.accepted, s.loose_accepted, s.shift_accepted) for s in want.steps]
+    assert not [k for k in walks if k > 0]  # every drafted round was decided by the verify step
+    if predicate == "always":
+        assert sum(s.loose_accepted for s in got.steps) > 0  # the rule did relax something
+    assert target._loose_spec == dev.verifier.device_spec(target.eos_token_ids)
+
+    sd = build_decoder("sd", target=target, draft=FastTarget(perturbed(name), max_len=1024), k=4, engine="fast")
+    assert sd.generate(req, max_new_tokens=N).token_ids == build_decoder("ar", target=target).generate(
+        req, max_new_tokens=N).token_ids
+    assert target._loose_spec is None
+
+
 def test_loose_methods_build_on_fast_engine(tiny):
     target = FastTarget(tiny("tiny-llava-ov"), max_len=512)
     draft = tiny("tiny-llava-ov-draft")
@@ -191,3 +227,31 @@ def test_fast_engine_equals_eager_on_cuda_fp32(clip, name):
     assert eager_sp.generate(req, max_new_tokens=32).token_ids == want
     for _ in range(2):
         assert sp.generate(req, max_new_tokens=32).token_ids == want
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("name", FAMILIES)
+def test_loose_decision_inside_cuda_graphs(clip, name):
+    """On CUDA (graphs, fp32) the loose rule captured in the verify graphs (device_walk) decides as the host walk,
+    on the first decode (capture) and the second (replay), and strict methods on the same target stay exact."""
+    from vidspec.decoding.models import load_target
+
+    target = load_target(name, device="cuda", dtype="float32")
+    req = Request("Describe the video.", clip)
+    fast = FastTarget(target, max_len=2048)
+    assert fast.graphs
+    sp = new_sparrow_for(target, seed=0)
+    loose = dict(lam=1.0, predicate="prob", eps=0.05, pst_window=3)
+    want = build_decoder("sparrow-lvspec-pst", target=fast, draft=sp, k=4, loose=loose, engine="fast").generate(
+        req, max_new_tokens=32)
+    dev = build_decoder("sparrow-lvspec-pst", target=fast, draft=sp, k=4, loose=loose | {"device_walk": True},
+                        engine="fast")
+    for _ in range(2):
+        got = dev.generate(req, max_new_tokens=32)
+        assert got.token_ids == want.token_ids
+        assert [(s.accepted, s.loose_accepted, s.shift_accepted) for s in got.steps] == [
+            (s.accepted, s.loose_accepted, s.shift_accepted) for s in want.steps]
+    ar = SpeculativeDecoder(target).generate(req, max_new_tokens=32).token_ids
+    assert build_decoder("sparrow", target=fast, draft=sp, k=4, engine="fast").generate(
+        req, max_new_tokens=32).token_ids == ar

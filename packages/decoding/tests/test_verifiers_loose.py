@@ -700,3 +700,48 @@ def test_random_relaxation_rates_and_seeding() -> None:
     runs = [[half.verify(draft, out, c).n_accepted for _ in range(20)] for c in (ctx(), ctx())]
     assert runs[0] == runs[1]  # per-request generator restarts from the seed
     assert len(set(runs[0])) > 1
+
+
+@pytest.mark.parametrize("predicate", ["prob", "always"])
+@pytest.mark.parametrize("pst", [False, True])
+def test_loose_accept_tensor_rule_decides_as_the_walk(predicate: str, pst: bool) -> None:
+    """The verify step's tensor form of the greedy, relevance-blind rule (device_walk) gives the walk's decision:
+    the kept count, the next token and every kept position's kind, on 300 random rounds with protected ids."""
+    from vidspec.decoding.verifiers.lvspec import KIND_CODES, LoosePolicy, loose_accept, loose_walk
+
+    rng = random.Random(11)
+    for case in range(300):
+        k = rng.randint(1, 12)
+        logits = torch.randn(k + 1, V, generator=torch.Generator().manual_seed(100 + case)) * 2
+        am = logits.argmax(-1)
+        choice = am.tolist()
+        # drafts that match, miss, or hold the target's token a place or two away (PST's case)
+        draft = [choice[i] if rng.random() < 0.5 else rng.randrange(V) for i in range(k)]
+        for i in range(k):
+            if rng.random() < 0.2:
+                draft[i] = choice[min(k, i + rng.choice([-2, -1, 1, 2]) if i > 1 else i + 1)]
+        protected = frozenset(rng.sample(range(V), 3))
+        eps = rng.choice([0.01, 0.05, 0.2])
+        policy = LoosePolicy([True] * k, [pst] * k, protected, predicate, eps=eps, pst_window=2)
+        want = loose_walk(Proposal(tuple(draft)), VerifyOutput(logits=logits), ctx(), policy)
+        mask = torch.zeros(V, dtype=torch.bool)
+        mask[list(protected)] = True
+        ids = torch.tensor([0, *draft])
+        got = loose_accept(logits, am, ids, mask, eps if predicate == "prob" else None, pst, 2).tolist()
+        n, nxt, kinds = got[0], got[1], got[2:]
+        assert (n, nxt, tuple(KIND_CODES[c] for c in kinds[:n])) == (want.n_accepted, want.next_token, want.kinds), case
+
+
+def test_device_spec_only_for_relevance_blind_rules() -> None:
+    """A rule the verify step can apply needs no relevance scores: lam=1 (every position loose) with predicate
+    prob or always, and device_walk asked for; the end-of-sequence ids join the protected ones."""
+    from vidspec.decoding.verifiers.lvspec import LooseSpec, LVSpecConfig, LVSpecVerifier
+
+    on = LVSpecVerifier(LVSpecConfig(lam=1.0, predicate="prob", eps=0.3, pst=True, device_walk=True), protected=[5])
+    assert on.device_spec(frozenset({2})) == LooseSpec(frozenset({2, 5}), 0.3, True, 3)
+    assert on.device_spec(frozenset({2})) is on.device_spec(frozenset({2}))  # built once per stop-id set
+    assert LVSpecVerifier(LVSpecConfig(lam=1.0, predicate="always", device_walk=True)).device_spec().eps is None
+    for cfg in (LVSpecConfig(lam=1.0, predicate="prob"),                      # not asked for
+                LVSpecConfig(lam=0.7, predicate="prob", device_walk=True),    # relevance decides
+                LVSpecConfig(lam=1.0, predicate="topk", device_walk=True)):   # predicate not on the device
+        assert LVSpecVerifier(cfg).device_spec() is None

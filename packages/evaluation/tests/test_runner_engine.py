@@ -171,6 +171,34 @@ def test_device_rounds_option_reaches_every_drafting_decoder(tmp_path):
             m: on for m in METHODS if m != "ar"}
 
 
+def test_loose_device_option_reaches_the_loose_verifiers(capfd, synthvid, tmp_path):
+    """--loose_device true: every LVSpec verifier of the run asks for the rule inside the verify step (FLy and the
+    strict methods are untouched); recorded, and a run with it gives the host walk's tokens."""
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.sparrow import new_sparrow_for
+
+    target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
+    models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
+    for on in (True, False):
+        cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512,
+                         loose_device=on, lam=1.0, predicate="prob", eps=0.05)
+        decs = build_decoders(cfg, models)
+        assert {m: decs[m].verifier.config.device_walk for m in ("lvspec", "lvspec-pst", "sparrow-lvspec-pst")} == {
+            m: on for m in ("lvspec", "lvspec-pst", "sparrow-lvspec-pst")}
+        assert not hasattr(decs["fly"].verifier.config, "device_walk")
+
+    runs = {}
+    for on in ("true", "false"):
+        out = tmp_path / f"run-{on}"
+        code, err = _eval(capfd, synthvid, out, "--engine", "fast", "--methods", "ar,lvspec-pst", "--lam", "1.0",
+                          "--predicate", "always", "--loose_device", on)
+        assert code == 0, err
+        assert json.loads((out / "config.json").read_text())["loose_device"] is (on == "true")
+        runs[on] = {r["sample_id"]: (r["token_ids"], r["loose_accepted"], r["shift_accepted"])
+                    for r in read_jsonl(out / "records.jsonl") if r["method"] == "lvspec-pst"}
+    assert runs["true"] == runs["false"] and runs["true"]
+
+
 def test_sparrow_k_sets_the_sparrow_chains_k_only(tmp_path):
     from vidspec.decoding.models import load_target
     from vidspec.decoding.sparrow import new_sparrow_for

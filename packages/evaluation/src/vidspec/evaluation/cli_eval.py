@@ -63,6 +63,7 @@ def evaluate(
     tree_depth: int = DEFAULT_TREE["depth"],
     tree_top_k: int = DEFAULT_TREE["top_k"],
     device_rounds: bool = True,
+    loose_device: bool = False,
     warmup: bool = True,
     judge: bool = False,
     judge_base_url: str | None = None,
@@ -120,6 +121,9 @@ def evaluate(
             recorded; resuming refuses others.
         device_rounds: fast engine on CUDA, greedy: launch draft and verify back to back with one host
             synchronisation per round (false: host-driven rounds, for A/B runs; the tokens are the same).
+        loose_device: fast engine, greedy, loose methods with a relevance-blind rule (--lam 1 with --predicate
+            prob or always): each round's decision is computed inside the verify step and read back with it,
+            instead of walking the draft on the host (same rule; off by default until measured on the GPU).
         warmup: one untimed decode per method before measuring.
         judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
             OPENAI_API_KEY or the two flags below; the key is read from the environment only).
@@ -143,7 +147,7 @@ def evaluate(
         relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
         scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, fast_gemv=fast_gemv, fast_compile=fast_compile,
         draft_vocab=draft_vocab,
-        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, device_rounds=device_rounds, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, device_rounds=device_rounds, loose_device=loose_device, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )
     summary = run_eval(cfg)

@@ -85,7 +85,7 @@ RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", 
 ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None,
                                   "draft_vocab": None, "eps": 0.01, "top_k": 5,
                                   "tree_total": DEFAULT_TREE["total_tokens"], "tree_depth": DEFAULT_TREE["depth"],
-                                  "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True,
+                                  "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True, "loose_device": False,
                                   "sparrow_k": None, "fast_gemv": "off", "fast_compile": True}
 
 
@@ -140,6 +140,9 @@ class EvalConfig:
         tree_top_k: tree methods: children per expanded node and frontier width.
         device_rounds: fast engine, greedy: draft and verify launched back to back with one host
             synchronisation per round (False: the host-driven rounds, for A/B runs; same tokens).
+        loose_device: fast engine, greedy, relevance-blind loose methods: the round's decision computed
+            inside the verify step (``LVSpecConfig.device_walk``; same rule), for A/B runs against the
+            host walk.
         warmup: decode once per method, untimed, before measuring.
         judge: score open-ended outputs with the GPT judge (base URL, model and key from the
             judge flags or VIDSPEC_JUDGE_BASE_URL / VIDSPEC_JUDGE_MODEL / OPENAI_API_KEY).
@@ -185,6 +188,7 @@ class EvalConfig:
     tree_depth: int = DEFAULT_TREE["depth"]
     tree_top_k: int = DEFAULT_TREE["top_k"]
     device_rounds: bool = True
+    loose_device: bool = False
     warmup: bool = True
     judge: bool = False
     judge_base_url: str | None = None
@@ -295,7 +299,8 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     """
     loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, eps=config.eps, top_k=config.top_k,
                  pst_window=config.pst_window,
-                 protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe))
+                 protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe),
+                 **({"device_walk": True} if config.loose_device else {}))
     target, draft_vlm = models.target, models.draft
     fast_options: dict[str, Any] | None = None
     if config.engine == "fast":

@@ -40,6 +40,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from vidspec.decoding.verifiers.lvspec import loose_accept
+
 log = logging.getLogger(__name__)
 
 
@@ -433,12 +435,16 @@ class StepOutput:
             device from the step's own input tokens (meaningful for chain verify steps).
         hidden: name -> ``(T, d)`` hidden states requested at construction ("last" is after the
             final norm, as HF's ``last_hidden_state``).
+        loose: ``(T+1,) int64`` the chain's greedy loose acceptance ``[n, next, kinds...]`` of the step's
+            loose rule (:meth:`FastLM.set_loose`, :func:`~vidspec.decoding.verifiers.lvspec.loose_accept`);
+            None for steps run without one.
     """
 
     logits: torch.Tensor
     argmax: torch.Tensor
     accept: torch.Tensor
     hidden: dict[str, torch.Tensor]
+    loose: torch.Tensor | None = None
 
 
 class _Graph:
@@ -575,7 +581,11 @@ class FastLM:
         # Per-T input arenas: [start, base, offset, depth(T), ids(T)] int64 and the (T, max_tree) mask.
         self._arena: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._host: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        self._graphs: dict[tuple[int, int], _Graph] = {}
+        #: (T, lb, loose rule key or None) -> captured step
+        self._graphs: dict[tuple[int, int, int | None], _Graph] = {}
+        #: loose rule key -> (protected mask on the device, eps, shift, window); see set_loose
+        self._loose: dict[int, tuple[torch.Tensor, float | None, bool, int]] = {}
+        self._loose_fn: Callable = loose_accept
         self._h2d_done: dict[int, torch.cuda.Event] = {}
         #: T -> (host tree mask, its version) last copied into the T mask buffer (which still holds it)
         self._mask_src: dict[int, tuple[torch.Tensor, int]] = {}
@@ -590,12 +600,24 @@ class FastLM:
         self._pre_c = torch.compile(self._pre, **kw)
         self._post_c = torch.compile(self._post, **kw)
         self._final_c = torch.compile(self._final, **kw)
+        self._loose_fn = torch.compile(loose_accept, **kw)
 
     def new_cache(self) -> StaticKVCache:
         """Start a new request: the cache is reset (one live request per FastLM)."""
         self._serial += 1
         self.cache = StaticKVCache(self.kv, self._serial)
         return self.cache
+
+    def set_loose(self, key: int, protected_ids: frozenset[int], eps: float | None, shift: bool, window: int) -> None:
+        """Register loose rule ``key``: a chain step run with ``loose=key`` also computes its greedy loose
+        acceptance (:attr:`StepOutput.loose`) inside the step (and its CUDA graph, captured per rule)."""
+        if key in self._loose:
+            return
+        size = max(self.embed.shape[0], self.vocab, max(protected_ids, default=-1) + 1)
+        mask = torch.zeros(size, dtype=torch.bool, device=self.device)
+        if protected_ids:
+            mask[torch.tensor(sorted(protected_ids), dtype=torch.long, device=self.device)] = True
+        self._loose[key] = (mask, eps, bool(shift), int(window))
 
     def weight_bytes(self) -> int:
         """Bytes of parameters one decode step must read (layers, final norm, LM head)."""
@@ -709,8 +731,10 @@ class FastLM:
         logits = self._logits(h[-1:])[0] if last_logits else None
         return logits, (self._alias(hidden) if want_hidden else {})
 
-    def _step_body(self, t: int, lb: int, arena: torch.Tensor, mask: torch.Tensor, compiled: bool) -> StepOutput:
-        """The step computation on device tensors only (what a CUDA graph captures)."""
+    def _step_body(self, t: int, lb: int, arena: torch.Tensor, mask: torch.Tensor, compiled: bool,
+                   loose: int | None = None) -> StepOutput:
+        """The step computation on device tensors only (what a CUDA graph captures); with ``loose``, a
+        registered rule's chain acceptance too."""
         start, base, offset = arena[0], arena[1], arena[2]
         depth = arena[3:3 + t]
         ids = arena[3 + t:3 + 2 * t]
@@ -728,7 +752,12 @@ class FastLM:
             out = self._layers(x, cos, sin, ids, lb=lb, slots=slots, mask_rep=mask_rep, want=self._want(),
                                compiled=compiled)
         _, _, logits, am, accept, hidden = out
-        return StepOutput(logits, am, accept, self._alias(hidden))
+        decided = None
+        if loose is not None:
+            prot, eps, shift, window = self._loose[loose]
+            fn = self._loose_fn if compiled else loose_accept
+            decided = fn(logits, am, ids, prot, eps, shift, window)
+        return StepOutput(logits, am, accept, self._alias(hidden), decided)
 
     def _arena_for(self, t: int) -> tuple[torch.Tensor, torch.Tensor]:
         if t not in self._arena:
@@ -747,7 +776,7 @@ class FastLM:
 
     @torch.inference_mode()
     def step(self, tokens: list[int], start: int, base: int, offset: int, depth: list[int] | torch.Tensor,
-             tree_mask: torch.Tensor, tail_ids: torch.Tensor | None = None) -> StepOutput:
+             tree_mask: torch.Tensor, tail_ids: torch.Tensor | None = None, loose: int | None = None) -> StepOutput:
         """Run ``T`` new tokens at cache slots ``[start, start + T)``.
 
         Args:
@@ -762,11 +791,17 @@ class FastLM:
             tail_ids: ``(m,) int64`` on the model's device: the last ``m`` input ids come from it
                 (``tokens`` holds placeholders there), copied on the device in stream order, so a
                 draft's output tokens feed this step without a host round trip.
+            loose: a rule registered with :meth:`set_loose`: a chain step (T > 1, causal mask) also
+                computes the rule's acceptance (:attr:`StepOutput.loose`); its graphs are its own.
 
         Returns:
             Views of the step's outputs (valid until the next step).
         """
         t = len(tokens)
+        if t < 2:
+            loose = None  # nothing drafted: nothing to decide
+        elif loose is not None and loose not in self._loose:
+            raise KeyError(f"loose rule {loose} is not registered (set_loose first)")
         end_region = base + tree_mask.shape[1]
         if start + t > self.max_len or end_region > self.max_len + self.max_tree:
             raise ValueError(f"step past the cache capacity ({self.max_len}); raise max_len")
@@ -784,7 +819,7 @@ class FastLM:
             if depth_dev is not None:
                 arena[3:3 + t].copy_(depth_dev)
             lb = start + t
-            return self._step_body(t, lb, arena, tree_mask.to(self.device), compiled=False)
+            return self._step_body(t, lb, arena, tree_mask.to(self.device), compiled=False, loose=loose)
         arena, mask = self._arena_for(t)
         host, host_mask = self._host[t]
         # The previous non-blocking copy out of these pinned buffers may still be queued: wait for
@@ -813,23 +848,27 @@ class FastLM:
         if done is None:
             done = self._h2d_done[t] = torch.cuda.Event()
         done.record()
-        return self.replay(t, self._bucket(start + t))
+        return self.replay(t, self._bucket(start + t), loose)
 
-    def replay(self, t: int, lb: int) -> StepOutput:
+    def replay(self, t: int, lb: int, loose: int | None = None) -> StepOutput:
         """Replay (capturing first if needed) the graph of ``T`` tokens over ``lb`` slots.
 
         The inputs are whatever the T-arena holds now (set by :meth:`step` or by device-side
         chaining in :meth:`FastTarget.greedy_chain_device`).
         """
-        key = (t, lb)
+        key = (t, lb, loose)
         g = self._graphs.get(key)
         if g is None:
-            g = self._capture(t, lb)
+            g = self._capture(t, lb, loose)
         else:
             g.graph.replay()
         return g.out
 
-    def _capture(self, t: int, lb: int) -> _Graph:
+    def has_graph(self, t: int, lb: int, loose: int | None = None) -> bool:
+        """Whether the step graph of ``t`` tokens over ``lb`` slots (with loose rule ``loose``) is captured."""
+        return (t, lb, loose if t > 1 else None) in self._graphs
+
+    def _capture(self, t: int, lb: int, loose: int | None = None) -> _Graph:
         arena, mask = self._arena_for(t)
         stream = torch.cuda.Stream(device=self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))
@@ -837,18 +876,19 @@ class FastLM:
         # trigger compilation/autotuning outside the capture.
         with torch.cuda.stream(stream):
             for _ in range(2):
-                self._step_body(t, lb, arena, mask, self.compiled)
+                self._step_body(t, lb, arena, mask, self.compiled, loose)
         torch.cuda.current_stream(self.device).wait_stream(stream)
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         with gc_paused(), torch.cuda.graph(graph, pool=self._pool):
-            out = self._step_body(t, lb, arena, mask, self.compiled)
+            out = self._step_body(t, lb, arena, mask, self.compiled, loose)
         # Capture does not execute: replay once so the outputs (and cache writes) exist.
         graph.replay()
         g = _Graph(graph, out)
-        self._graphs[(t, lb)] = g
-        log.debug("captured step graph T=%d over %d slots (%d graphs)", t, lb, len(self._graphs))
+        self._graphs[(t, lb, loose)] = g
+        log.debug("captured step graph T=%d over %d slots%s (%d graphs)", t, lb,
+                  "" if loose is None else f" with loose rule {loose}", len(self._graphs))
         return g
 
     def set_chain_next(self, src_t: int, argmax: torch.Tensor) -> None:

@@ -39,6 +39,7 @@ from vidspec.decoding.types import (
     VerifyContext,
     VerifyOutput,
 )
+from vidspec.decoding.verifiers.lvspec import KIND_CODES
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
 #: Default ``max_tree``: the largest verify step / tree session a FastTarget runs as a CUDA graph.
@@ -62,6 +63,8 @@ class FastVerifyOutput(VerifyOutput):
     accept_host: torch.Tensor | None = None
     ready: Any = None
     draft_host: torch.Tensor | None = None
+    loose_host: torch.Tensor | None = None
+    loose_spec: Any = None
 
     def greedy(self) -> tuple[int, int]:
         """``(n_accepted, next_token)`` of strict greedy verification (one host sync at most)."""
@@ -70,6 +73,16 @@ class FastVerifyOutput(VerifyOutput):
             self.ready.synchronize()
         n, nxt = self.accept_host.tolist()
         return int(n), int(nxt)
+
+    def loose_decision(self, k: int) -> Decision | None:
+        """The decision of the loose rule ``loose_spec`` computed inside the verify step of ``k`` drafts
+        (:meth:`FastTarget.set_loose`), read under the step's event; None when this step has none."""
+        if self.loose_host is None or self.loose_host.shape[0] != k + 2:
+            return None
+        if self.ready is not None:
+            self.ready.synchronize()
+        n, nxt, *kinds = self.loose_host.tolist()
+        return Decision(int(n), int(nxt), tuple(KIND_CODES[c] for c in kinds[:n]))
 
     def draft_tokens(self) -> list[int]:
         """The draft tokens of a :meth:`FastTarget.verify_device` step, read on the host (after :meth:`greedy`'s sync)."""
@@ -165,6 +178,24 @@ class FastTarget:
         on_cuda = self.device.type == "cuda"
         self._accept_host = torch.zeros(2, dtype=torch.long, pin_memory=on_cuda)
         self._draft_host = torch.zeros(max_tree, dtype=torch.long, pin_memory=on_cuda)
+        self._loose_host = torch.zeros(max_tree + 2, dtype=torch.long, pin_memory=on_cuda)
+        #: loose rules seen (LooseSpec -> key of FastLM.set_loose) and the one chain verify steps apply now
+        self._loose_keys: dict[Any, int] = {}
+        self._loose_spec: Any = None
+
+    def set_loose(self, spec: Any) -> None:
+        """Apply a greedy loose rule (:class:`~vidspec.decoding.verifiers.lvspec.LooseSpec`) inside the chain
+        verify steps from now on, or none (None): each step then brings the rule's decision back with its
+        other outputs (:meth:`FastVerifyOutput.loose_decision`). A decoder sets it at each request's start
+        (``SpeculativeDecoder``), so the methods sharing this target each run with their own rule (their own
+        CUDA graphs) or with none."""
+        if spec is not None and spec not in self._loose_keys:
+            key = self._loose_keys[spec] = len(self._loose_keys)
+            self.lm.set_loose(key, spec.protected, spec.eps, spec.shift, spec.window)
+        self._loose_spec = spec
+
+    def _loose_key(self) -> int | None:
+        return None if self._loose_spec is None else self._loose_keys[self._loose_spec]
 
     # ---- adapter passthroughs -----------------------------------------------------------------
     @property
@@ -267,10 +298,13 @@ class FastTarget:
                 draft: torch.Tensor | None = None) -> FastVerifyOutput:
         # Clone out of the static buffers: a drafter may keep hidden states past the next step.
         t = out.logits.shape[0]
-        accept_host, ready, draft_host = None, None, None
+        accept_host, ready, draft_host, loose_host = None, None, None, None
         if draft is not None:  # read back with the acceptance, under the same event
             draft_host = self._draft_host[:draft.shape[0]]
             draft_host.copy_(draft, non_blocking=True)
+        if out.loose is not None:  # the loose rule's decision: the same event covers it
+            loose_host = self._loose_host[:out.loose.shape[0]]
+            loose_host.copy_(out.loose, non_blocking=True)
         if chain:
             self._accept_host.copy_(out.accept, non_blocking=True)
             accept_host = self._accept_host
@@ -286,6 +320,8 @@ class FastTarget:
             accept_host=accept_host,
             ready=ready,
             draft_host=draft_host,
+            loose_host=loose_host,
+            loose_spec=self._loose_spec if loose_host is not None else None,
         )
 
     @torch.inference_mode()
@@ -294,7 +330,8 @@ class FastTarget:
         cache.tree = None
         t = len(tokens)
         start = state.length
-        out = self.lm.step(list(tokens), start, start, state.extra["offset"], list(range(t)), _tril(t))
+        out = self.lm.step(list(tokens), start, start, state.extra["offset"], list(range(t)), _tril(t),
+                           loose=self._loose_key())
         state.length = cache.length = start + t
         return self._output(out, need, chain=True)
 
@@ -317,7 +354,7 @@ class FastTarget:
         t = k + 1
         start = state.length
         out = self.lm.step([x_last] + [0] * k, start, start, state.extra["offset"], list(range(t)), _tril(t),
-                           tail_ids=draft)
+                           tail_ids=draft, loose=self._loose_key())
         state.length = cache.length = start + t
         return self._output(out, need, chain=True, draft=draft)
 
@@ -501,9 +538,9 @@ class FastTarget:
                 if t > self.lm.max_step:
                     continue  # runs eagerly: nothing to capture
                 start = max(0, min(ctx, self.lm.max_len - t))
-                if (t, self.lm._bucket(start + t)) in self.lm._graphs:
+                if self.lm.has_graph(t, self.lm._bucket(start + t), self._loose_key()):
                     continue
-                self.lm.step([0] * t, start, start, 0, list(range(t)), _tril(t))
+                self.lm.step([0] * t, start, start, 0, list(range(t)), _tril(t), loose=self._loose_key())
         self.lm.new_cache()
         return len(self.lm._graphs) - before
 

@@ -246,6 +246,11 @@ class LVSpecConfig:
         score_row: which relevance row judges draft token d_i: "token" (row i, the hidden state
             of d_i itself, as the paper describes) or "predictor" (row i-1, the state that
             predicted d_i).
+        device_walk: on a fast target, greedy and relevance-blind (``lam=1`` with predicate "prob" or
+            "always"), compute the round's decision inside the verify step on the device
+            (:func:`loose_accept`, see :meth:`LVSpecVerifier.device_spec`) and read it back with the
+            verify step's other outputs, instead of walking the draft on the host. Same rule; off by
+            default until measured on the GPU against the host walk.
     """
 
     lam: float = 0.7
@@ -260,6 +265,7 @@ class LVSpecConfig:
     pst_lam: float | None = None
     pst_threshold: float | None = None
     score_row: ScoreRow = "token"
+    device_walk: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.lam <= 1.0:
@@ -324,6 +330,71 @@ def _predicate_ok(
 def _in_window(token: int, draft: Sequence[int], i: int, w: int) -> bool:
     lo, hi = max(0, i - w), min(len(draft), i + w + 1)
     return any(draft[j] == token for j in range(lo, hi) if j != i)
+
+
+#: Kind codes of :func:`loose_accept`'s per-position output (0: the position stops the round).
+KIND_CODES: dict[int, AcceptKind] = {1: "strict", 2: "loose", 3: "shift"}
+
+
+@dataclass(frozen=True)
+class LooseSpec:
+    """The greedy loose rule as a fast target computes it inside its verify step (:func:`loose_accept`).
+
+    It holds only what is fixed for a request: a relevance-blind policy (every position loose; PST at
+    every position or none), the protected ids (the end-of-sequence ids included) and the predicate.
+
+    Attributes:
+        protected: token ids never relaxed nor shifted (checked on the draft's and the target's token).
+        eps: ε of the "prob" predicate; None for "always".
+        shift: whether PST may act.
+        window: PST's w.
+    """
+
+    protected: frozenset[int]
+    eps: float | None
+    shift: bool
+    window: int
+
+
+def loose_accept(logits: torch.Tensor, argmax: torch.Tensor, ids: torch.Tensor, protected: torch.Tensor,
+                 eps: float | None, shift: bool, window: int) -> torch.Tensor:
+    """The greedy loose walk of a chain verify step, on tensors (no host synchronisation).
+
+    The same rule as :func:`loose_walk` at temperature 0 with every position loose and, with ``shift``,
+    PST-eligible: position i is kept when d_i equals the target's argmax (strict); else, when neither
+    token is protected, when the target gives d_i a temperature-1 probability >= ``eps`` (loose; any
+    probability when ``eps`` is None); else, when neither is protected, when the target's token is
+    among d_{i-w}..d_{i+w} other than d_i (shift). The round keeps the positions before the first
+    one that fails.
+
+    Args:
+        logits: ``(K+1, V)`` the verify step's logits.
+        argmax: ``(K+1,) int64`` their greedy tokens.
+        ids: ``(K+1,) int64`` the step's input tokens ``[x_last, d_1..d_K]``.
+        protected: ``(V',) bool`` mask over token ids (V' covers every id).
+        eps, shift, window: the rule's parameters (:class:`LooseSpec`).
+
+    Returns:
+        ``(K+2,) int64``: ``[n_accepted, next_token, kind_1..kind_K]``, kinds as :data:`KIND_CODES`
+        (those past ``n_accepted`` are not used).
+    """
+    k = ids.shape[0] - 1
+    d, t = ids[1:], argmax[:k]
+    match = d == t
+    free = ~(protected[d] | protected[t])
+    if eps is None:
+        loose = ~match & free
+    else:
+        p = torch.softmax(logits[:k].float(), dim=-1).gather(-1, d[:, None]).squeeze(-1)
+        loose = ~match & free & (p >= eps)
+    kind = match.long() + 2 * loose.long()
+    if shift:
+        i = torch.arange(k, device=ids.device)
+        off = (i[:, None] - i[None, :]).abs()
+        near = ((t[:, None] == d[None, :]) & (off > 0) & (off <= window)).any(-1)
+        kind = kind + 3 * (~match & ~loose & free & near).long()
+    n = (kind > 0).long().cumprod(0).sum()
+    return torch.cat([n.view(1), argmax.gather(0, n.view(1)), kind])
 
 
 def loose_walk(proposal: Proposal, out: VerifyOutput, ctx: VerifyContext, policy: LoosePolicy) -> Decision:
@@ -428,6 +499,7 @@ class LVSpecVerifier:
         # relevance inputs (no mid-layer states at prefill or verify) and the scorer never runs.
         self.need: frozenset[str] = frozenset() if self.relevance_blind else frozenset(self.scorer.need)
         self._memory_key = f"{self.name}.relevance_window"
+        self._specs: dict[frozenset[int], LooseSpec] = {}
 
     @property
     def relevance_blind(self) -> bool:
@@ -440,6 +512,22 @@ class LVSpecVerifier:
         cfg = self.config
         pst_lam = cfg.lam if cfg.pst_lam is None else cfg.pst_lam
         return cfg.quantile != "threshold" and cfg.lam >= 1.0 and (not cfg.pst or pst_lam >= 1.0)
+
+    def device_spec(self, stop_ids: Iterable[int] = ()) -> LooseSpec | None:
+        """The rule a fast target may apply inside its verify step for this verifier (``device_walk``), or None.
+
+        Only a relevance-blind verifier with predicate "prob" or "always" has one: its decision depends on
+        the logits and the tokens alone. ``stop_ids``: the request's end-of-sequence ids (protected too).
+        """
+        cfg = self.config
+        if not (cfg.device_walk and self.relevance_blind and cfg.predicate in ("prob", "always")):
+            return None
+        stops = stop_ids if isinstance(stop_ids, frozenset) else frozenset(int(i) for i in stop_ids)
+        cached = self._specs.get(stops)  # asked once per round: built once per set of stop ids
+        if cached is None:
+            cached = self._specs[stops] = LooseSpec(self.protected | stops, cfg.eps if cfg.predicate == "prob" else None,
+                                                    cfg.pst, cfg.pst_window)
+        return cached
 
     def draft_scores(self, out: VerifyOutput, ctx: VerifyContext, k: int) -> list[float]:
         """Relevance of draft tokens d_1..d_K (length K), by ``config.score_row``."""
@@ -489,6 +577,12 @@ class LVSpecVerifier:
         k = len(proposal.tokens)
         if k == 0:
             return loose_walk(proposal, out, ctx, LoosePolicy((), ()))
+        on_device = getattr(out, "loose_decision", None)
+        if (on_device is not None and self.config.device_walk and ctx.temperature <= 0
+                and getattr(out, "loose_spec", None) == self.device_spec(ctx.stop_ids)):
+            decided = on_device(k)  # decided by the verify step itself (same rule), read with its outputs
+            if decided is not None:
+                return decided
         if self.relevance_blind:
             scores: list[float] = []
             loose, shift = [True] * k, [self.config.pst] * k
