@@ -196,7 +196,7 @@ def eval_ci(out: str | None = None, baseline: str = "benchmarks/baselines/eval-c
 
 
 def demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, data_dir: str | None = None,
-         releases: str = "data/releases", train: bool = False, no_progress: bool = False) -> int:
+         releases: str = "data/releases", train: bool = False, no_progress: bool = False, paper_rule: bool = False) -> int:
     """The embedded default: SynthVid videos, every method side by side, a table and a report (CPU ok).
 
     Args:
@@ -207,11 +207,13 @@ def demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, data_
         releases: folder of committed testbed releases (target, draft VLM, Sparrow draft).
         train: retrain the small CPU testbed models from their recipes first (long).
         no_progress: hide progress bars.
+        paper_rule: run the loose methods with LVSpec's own rule (lam 0.7, every loose mismatch accepted)
+            instead of the headline's probability gate (lam 1, eps 0.3).
     """
     from vidspec.evaluation.demo import run_demo
 
     return run_demo(out=out, limit=limit, max_new_tokens=max_new_tokens, data_dir=data_dir, releases=releases,
-                    train=train, progress=not no_progress)
+                    train=train, progress=not no_progress, paper_rule=paper_rule)
 
 
 def _bare_bools(fn: Callable[..., int], argv: list[str]) -> list[str]:
