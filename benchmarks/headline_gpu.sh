@@ -63,11 +63,12 @@
 # default keeps the fast engine's CUDA graphs but skips torch.compile, since the long pass measures tau, not time; set it
 # empty to compile),
 # VIDSPEC_LOG_LEVEL (INFO: the eval runs log their stage timings, so a run cut by a call limit shows where it was),
-# REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), HF_EXTRA (more hf_generate_e2e.py arguments,
-# e.g. "--k 16": its Sparrow K is 4 unless given, whatever EVAL_EXTRA's --sparrow_k says; session 12 ran it at 4), EVAL_EXTRA (more `vidspec eval`
-# arguments for every eval run, e.g. "--lam 1.0 --predicate prob --eps 0.1": the loose predicate that kept every fact in
-# benchmarks/loose_predicate.py, or "--sparrow_k 16": the Sparrow chains' K alone (K = 8 was the best of the session-7 and session-8 sweeps on the
-# 24-layer testbed; with session 9's draft, K = 16 gave the best eval, RESULTS 17.1); use another OUT, since a run folder refuses a changed config), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
+# REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), HF_EXTRA (more hf_generate_e2e.py arguments;
+# default "--k 16", the eval's Sparrow K; session 12 ran it at 4), EVAL_EXTRA (more `vidspec eval` arguments for every eval
+# run; default "--lam 1.0 --predicate prob --eps 0.3 --sparrow_k 16", the published configuration since session 10: the
+# probability gate that keeps the facts (benchmarks/loose_predicate.py, RESULTS 11.4 and 13.2) and the Sparrow chains at
+# K = 16, the best eval with session 9's draft (RESULTS 17.1); EVAL_EXTRA="" runs the methods' own defaults (LVSpec's rule,
+# K = 4); use another OUT, since a run folder refuses a changed config), DDP_STEPS (120), DDP_WARMUP (30), DDP_BATCH (256 per device), DDP_TARGET,
 # NUM_VIDEOS (12000), WORKERS (8), VIDSPEC (vidspec), PY (python3), and every knob of
 # train_releases_gpu.sh (TARGET_TIME, SPARROW_TIME, ...). SMOKE=1: toy size on the CPU (the train
 # script's SMOKE, --device cpu, EVAL_LIMIT 2, replay --smoke, DDP on 2 CPU processes with gloo).
@@ -110,9 +111,10 @@ DDP_BATCH=${DDP_BATCH:-256}
 DDP_ACCEL=gpu
 DDP_WORKERS=12
 DEV=cuda
-read -r -a EVAL_ARGS <<< "${EVAL_EXTRA:-}"  # e.g. EVAL_EXTRA="--lam 1.0 --predicate prob --eps 0.1"
+EVAL_EXTRA=${EVAL_EXTRA---lam 1.0 --predicate prob --eps 0.3 --sparrow_k 16}  # unset: the published configuration
+read -r -a EVAL_ARGS <<< "$EVAL_EXTRA"
 read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-vocab 32768"
-read -r -a HF_ARGS <<< "${HF_EXTRA:-}"  # e.g. HF_EXTRA="--k 16": the Sparrow K of EVAL_EXTRA's --sparrow_k
+read -r -a HF_ARGS <<< "${HF_EXTRA---k 16}"  # unset: the Sparrow K of the default EVAL_EXTRA's --sparrow_k
 # The long pass measures tau by video length: its two runs skip torch.compile by default (RESULTS 19), so a
 # fresh machine's first eval process does not spend minutes compiling before its first record.
 read -r -a LONG_EVAL_ARGS <<< "${LONG_EVAL_EXTRA---fast_compile false}"

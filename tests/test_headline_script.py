@@ -70,6 +70,8 @@ def test_headline_script_smoke(tmp_path):
     assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
     assert hf_cfg["target"].endswith("releases/synthvid-target") and hf_cfg["fast_compile"] is True
+    # EVAL_EXTRA unset: the published configuration (the probability gate, Sparrow chains at K = 16)
+    assert (hf_cfg["lam"], hf_cfg["predicate"], hf_cfg["eps"], hf_cfg["sparrow_k"]) == (1.0, "prob", 0.3, 16)
     assert json.loads((out / "eval-hf" / "hf_generate_e2e.json").read_text())["k"] == 3  # HF_EXTRA reached it
     hf = doc["hf_generate"]["results"]  # end to end against transformers' generate on the same target
     assert set(hf) == {"hf-generate", "ar", "sparrow"} and hf["hf-generate"]["ratio_to_hf_generate"] == 1.0
