@@ -2,7 +2,7 @@
 # longer-trained target of s15c1.sh, which re-measures the combination with the loose walk of session 12 (RESULTS
 # 21.2: session 13's one-read walk cost 0.19 ms per round and is reverted), ~230 s; then the A/B of the loose rule
 # inside the verify step (--loose_device true, built in session 14, CPU-tested only): ar and the three loose
-# methods again in a run of their own, ~120 s. Compare verify_ms_per_round and the DSRs of the two runs.
+# methods again in a run of their own, ~150-250 s (its draft graphs and the compiled rule per step length are new in this process). Compare verify_ms_per_round and the DSRs of the two runs.
 # PARTS=captions,mcq adds the MCQ (~150 s).
 test -f runs/h15/releases/synthvid-target/manifest.json || { echo "NO TARGET: machine restarted or call 2 unfinished"; exit 3; }
 source .gpu/setup.sh; date
@@ -12,7 +12,7 @@ OUT=$H PHASES=train,eval EVAL_PARTS=${PARTS:-captions} WORKERS=12 \
   timeout ${LIMIT:-560} bash benchmarks/headline_gpu.sh > $X/eval.log 2>&1; echo "eval rc $?" >> $X/eval.log
 date; grep -v -i warn $X/eval.log | grep -E "^==|^\| |^   |rc " | tail -40
 if test -f $H/eval-captions/summary.json; then
-  timeout ${AB_LIMIT:-200} vidspec eval --benchmark synthvid_captions --data $H/synthvid --split validation \
+  timeout ${AB_LIMIT:-270} vidspec eval --benchmark synthvid_captions --data $H/synthvid --split validation \
     --target $H/releases/synthvid-target --draft data/releases/synthvid-draft --sparrow $H/releases/sparrow-synthvid \
     --methods ar,lvspec,lvspec-pst,sparrow-lvspec-pst --engine fast --device cuda --limit 40 --max_new_tokens 64 \
     --lam 1.0 --predicate prob --eps 0.3 --sparrow_k 16 --loose_device true --out $H/eval-captions-loosedev \
