@@ -121,8 +121,9 @@ def inventory(dec) -> dict[str, object]:
     """Every captured CUDA graph a decoder can replay, by a readable name."""
     g = {}
     lm = dec.target.lm
-    for (t, lb), gr in sorted(lm._graphs.items()):
-        g[f"target T={t}" + (f" lb={lb}" if lb != lm.max_len else "")] = gr.graph  # kernel path: lb = max_len
+    # keys (T, lb, loose rule or None); the kernel path has lb = max_len
+    for (t, lb, rule), gr in sorted(lm._graphs.items(), key=lambda kv: (kv[0][0], kv[0][1], -1 if kv[0][2] is None else kv[0][2])):
+        g[f"target T={t}" + (f" lb={lb}" if lb != lm.max_len else "") + (f" loose rule {rule}" if rule is not None else "")] = gr.graph
     d = dec.drafter
     chain = getattr(d, "chain", d)
     eng = getattr(chain, "_eng", None)
