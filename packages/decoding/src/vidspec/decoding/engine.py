@@ -245,7 +245,7 @@ class SpeculativeDecoder:
         timings["begin_s"] = time.perf_counter() - t1
         ctx = VerifyContext(state=state, temperature=temperature, top_p=top_p, generator=generator, stop_ids=eos)
         set_loose = getattr(target, "set_loose", None)
-        if set_loose is not None:  # a fast target: this request's verify steps apply the verifier's rule, or none
+        if set_loose is not None:  # a fast target (its prefill cleared the rule): this request's verify steps apply the verifier's, or none
             spec = getattr(verifier, "device_spec", None)
             set_loose(spec(eos) if spec is not None and temperature <= 0 else None)
         on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))

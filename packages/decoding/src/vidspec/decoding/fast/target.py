@@ -179,23 +179,22 @@ class FastTarget:
         self._accept_host = torch.zeros(2, dtype=torch.long, pin_memory=on_cuda)
         self._draft_host = torch.zeros(max_tree, dtype=torch.long, pin_memory=on_cuda)
         self._loose_host = torch.zeros(max_tree + 2, dtype=torch.long, pin_memory=on_cuda)
-        #: loose rules seen (LooseSpec -> key of FastLM.set_loose) and the one chain verify steps apply now
+        #: loose rules seen (LooseSpec -> key of FastLM.set_loose), the one chain verify steps apply now and its key
         self._loose_keys: dict[Any, int] = {}
         self._loose_spec: Any = None
+        self._loose_key: int | None = None
 
     def set_loose(self, spec: Any) -> None:
         """Apply a greedy loose rule (:class:`~vidspec.decoding.verifiers.lvspec.LooseSpec`) inside the chain
         verify steps from now on, or none (None): each step then brings the rule's decision back with its
-        other outputs (:meth:`FastVerifyOutput.loose_decision`). A decoder sets it at each request's start
-        (``SpeculativeDecoder``), so the methods sharing this target each run with their own rule (their own
-        CUDA graphs) or with none."""
+        other outputs (:meth:`FastVerifyOutput.loose_decision`). Every :meth:`prefill` (a new request) clears
+        it, and a ``SpeculativeDecoder`` whose verifier has a rule sets it after the prefill, so the methods
+        sharing this target each run with their own rule (their own CUDA graphs) or with none."""
         if spec is not None and spec not in self._loose_keys:
             key = self._loose_keys[spec] = len(self._loose_keys)
             self.lm.set_loose(key, spec.protected, spec.eps, spec.shift, spec.window)
         self._loose_spec = spec
-
-    def _loose_key(self) -> int | None:
-        return None if self._loose_spec is None else self._loose_keys[self._loose_spec]
+        self._loose_key = None if spec is None else self._loose_keys[spec]
 
     # ---- adapter passthroughs -----------------------------------------------------------------
     @property
@@ -241,6 +240,7 @@ class FastTarget:
 
     @torch.inference_mode()
     def prefill(self, request: Request, need: frozenset[str] = frozenset()) -> TargetState:
+        self.set_loose(None)  # a new request: no loose rule until its decoder sets one
         a = self.adapter
         ids, visual = a.build_prompt(request)
         dev = self.device
@@ -331,7 +331,7 @@ class FastTarget:
         t = len(tokens)
         start = state.length
         out = self.lm.step(list(tokens), start, start, state.extra["offset"], list(range(t)), _tril(t),
-                           loose=self._loose_key())
+                           loose=self._loose_key)
         state.length = cache.length = start + t
         return self._output(out, need, chain=True)
 
@@ -354,7 +354,7 @@ class FastTarget:
         t = k + 1
         start = state.length
         out = self.lm.step([x_last] + [0] * k, start, start, state.extra["offset"], list(range(t)), _tril(t),
-                           tail_ids=draft, loose=self._loose_key())
+                           tail_ids=draft, loose=self._loose_key)
         state.length = cache.length = start + t
         return self._output(out, need, chain=True, draft=draft)
 
@@ -538,9 +538,9 @@ class FastTarget:
                 if t > self.lm.max_step:
                     continue  # runs eagerly: nothing to capture
                 start = max(0, min(ctx, self.lm.max_len - t))
-                if self.lm.has_graph(t, self.lm._bucket(start + t), self._loose_key()):
+                if self.lm.has_graph(t, self.lm._bucket(start + t), self._loose_key):
                     continue
-                self.lm.step([0] * t, start, start, 0, list(range(t)), _tril(t), loose=self._loose_key())
+                self.lm.step([0] * t, start, start, 0, list(range(t)), _tril(t), loose=self._loose_key)
         self.lm.new_cache()
         return len(self.lm._graphs) - before
 

@@ -438,8 +438,6 @@ class TreeSpeculativeDecoder:
         drafter.begin(target, state, first)
         timings["begin_s"] = time.perf_counter() - tb  # host time (the prompt's part ran in prepare, in the prefill)
         ctx = VerifyContext(state=state, stop_ids=eos)
-        if callable(getattr(target, "set_loose", None)):
-            target.set_loose(None)  # tree verification is strict: no loose rule in this request's steps
         x_last = first
         on_device = (self.device_rounds and callable(getattr(drafter, "propose_tree_device", None))
                      and callable(getattr(target, "verify_tree_device", None)))
