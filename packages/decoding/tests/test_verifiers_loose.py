@@ -741,7 +741,8 @@ def test_device_spec_only_for_relevance_blind_rules() -> None:
     assert on.device_spec(frozenset({2})) == LooseSpec(frozenset({2, 5}), 0.3, True, 3)
     assert on.device_spec(frozenset({2})) is on.device_spec(frozenset({2}))  # built once per stop-id set
     assert LVSpecVerifier(LVSpecConfig(lam=1.0, predicate="always", device_walk=True)).device_spec().eps is None
-    for cfg in (LVSpecConfig(lam=1.0, predicate="prob"),                      # not asked for
+    assert LVSpecConfig().device_walk  # asked for by default (RESULTS 22.3)
+    for cfg in (LVSpecConfig(lam=1.0, predicate="prob", device_walk=False),     # the host walk asked for
                 LVSpecConfig(lam=0.7, predicate="prob", device_walk=True),    # relevance decides
                 LVSpecConfig(lam=1.0, predicate="topk", device_walk=True)):   # predicate not on the device
         assert LVSpecVerifier(cfg).device_spec() is None

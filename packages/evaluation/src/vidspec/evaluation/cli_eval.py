@@ -63,7 +63,7 @@ def evaluate(
     tree_depth: int = DEFAULT_TREE["depth"],
     tree_top_k: int = DEFAULT_TREE["top_k"],
     device_rounds: bool = True,
-    loose_device: bool = False,
+    loose_device: bool = True,
     warmup: bool = True,
     judge: bool = False,
     judge_base_url: str | None = None,
@@ -123,7 +123,7 @@ def evaluate(
             synchronisation per round (false: host-driven rounds, for A/B runs; the tokens are the same).
         loose_device: fast engine, greedy, loose methods with a relevance-blind rule (--lam 1 with --predicate
             prob or always): each round's decision is computed inside the verify step and read back with it,
-            instead of walking the draft on the host (same rule; off by default until measured on the GPU).
+            instead of walking the draft on the host (same rule; false: the host walk, for A/B runs).
         warmup: one untimed decode per method before measuring.
         judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
             OPENAI_API_KEY or the two flags below; the key is read from the environment only).

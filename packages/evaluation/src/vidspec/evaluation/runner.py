@@ -141,8 +141,8 @@ class EvalConfig:
         device_rounds: fast engine, greedy: draft and verify launched back to back with one host
             synchronisation per round (False: the host-driven rounds, for A/B runs; same tokens).
         loose_device: fast engine, greedy, relevance-blind loose methods: the round's decision computed
-            inside the verify step (``LVSpecConfig.device_walk``; same rule), for A/B runs against the
-            host walk.
+            inside the verify step (``LVSpecConfig.device_walk``; same rule, on by default); False walks
+            the draft on the host, for A/B runs.
         warmup: decode once per method, untimed, before measuring.
         judge: score open-ended outputs with the GPT judge (base URL, model and key from the
             judge flags or VIDSPEC_JUDGE_BASE_URL / VIDSPEC_JUDGE_MODEL / OPENAI_API_KEY).
@@ -188,7 +188,7 @@ class EvalConfig:
     tree_depth: int = DEFAULT_TREE["depth"]
     tree_top_k: int = DEFAULT_TREE["top_k"]
     device_rounds: bool = True
-    loose_device: bool = False
+    loose_device: bool = True
     warmup: bool = True
     judge: bool = False
     judge_base_url: str | None = None
@@ -300,7 +300,7 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, eps=config.eps, top_k=config.top_k,
                  pst_window=config.pst_window,
                  protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe),
-                 **({"device_walk": True} if config.loose_device else {}))
+                 device_walk=config.loose_device)
     target, draft_vlm = models.target, models.draft
     fast_options: dict[str, Any] | None = None
     if config.engine == "fast":
