@@ -11,9 +11,10 @@
 # so a run killed by a time limit is resumed by running the same command again:
 #   train   benchmarks/train_releases_gpu.sh PROFILE=gpu: SynthVid (seed 0) -> vision pretraining ->
 #           24-layer target -> Sparrow distillation -> releases in $OUT/releases/ + $OUT/figures.json.
-#           ~8 min on one H200 (RESULTS section 6, gpu_testbed_2026-11-30/train-gpu-profile.log: 488 s
-#           with the data already generated; generating 12,000 videos adds under a minute). If it is
-#           killed after both releases are exported, the rerun only computes figures.json.
+#           ~15 min on one H200 (RESULTS 22.1: 2400 target steps in ~10.5 min; sessions 5-14 trained 800
+#           in 3:45, TARGET_STEPS=800 TARGET_TIME=00:00:03:45). On 10-minute device calls add
+#           TARGET_CALL_STEPS=1300 and run the same command twice (.gpu/s15c1.sh). If it is killed after
+#           both releases are exported, the rerun only computes figures.json.
 #   eval    vidspec eval --engine fast --device cuda, batch 1, greedy, K = 4, --max_new_tokens 64:
 #           SynthVid captions -> $OUT/eval-captions, SynthVid MCQ -> $OUT/eval-mcq, methods
 #           ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst,tree-sparrow (48-8-8), EVAL_LIMIT samples each; with

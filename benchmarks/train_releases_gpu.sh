@@ -81,10 +81,11 @@ case "$PROFILE" in
                  --model.init_args.arch.vision_hidden_size 256 --model.init_args.arch.vision_layers 4
                  --model.init_args.arch.vision_heads 8)
     VISION_CFG=h256_l4_p8_lr3e-4_b128_n8; BATCH=${BATCH:-128}; LR=${LR:-6.0e-4}; VISION_STEPS=${VISION_STEPS:-6000}
-    # Session 5's headline run (docs/RESULTS.md section 12): each schedule decays over the steps that
-    # fit its time budget on one H200 (~800 SFT steps in 3:45, ~520 Sparrow steps in 1:30).
-    TARGET_STEPS=${TARGET_STEPS:-800}; TARGET_TIME=${TARGET_TIME:-00:00:03:45}
-    SPARROW_STEPS=${SPARROW_STEPS:-520}; SPARROW_TIME=${SPARROW_TIME:-00:00:01:30} ;;
+    # Each schedule decays over the steps that fit its time budget on one H200. Session 15 (docs/RESULTS.md
+    # 22.1): 2400 SFT steps (~10.5 min) learn motion, which the 800 of sessions 5-14 (3:45) did not; ~520
+    # Sparrow steps in 1:50. On 10-minute device calls, TARGET_CALL_STEPS=1300 splits the target over two.
+    TARGET_STEPS=${TARGET_STEPS:-2400}; TARGET_TIME=${TARGET_TIME:-00:00:14:00}
+    SPARROW_STEPS=${SPARROW_STEPS:-520}; SPARROW_TIME=${SPARROW_TIME:-00:00:01:50} ;;
   *) echo "unknown PROFILE $PROFILE (release or gpu)" >&2; exit 2 ;;
 esac
 if [[ "${SMOKE:-0}" == "1" ]]; then
