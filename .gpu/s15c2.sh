@@ -3,12 +3,13 @@
 # 21.2: session 13's one-read walk cost 0.19 ms per round and is reverted), ~230 s; then the A/B of the loose rule
 # inside the verify step (--loose_device true, built in session 14, CPU-tested only): ar and the three loose
 # methods again in a run of their own, ~150-250 s (its draft graphs and the compiled rule per step length are new in this process). Compare verify_ms_per_round and the DSRs of the two runs.
-# PARTS=captions,mcq adds the MCQ (~150 s).
+# PARTS=captions,mcq adds the MCQ (~150 s). Session 15 ran it when the host walk was the default (RESULTS 22.3); the
+# first run now names it (--loose_device false), so the script still measures what it measured then.
 test -f runs/h15/releases/synthvid-target/manifest.json || { echo "NO TARGET: machine restarted or call 2 unfinished"; exit 3; }
 source .gpu/setup.sh; date
 H=$PWD/runs/h15; X=$OUT/x15c; mkdir -p $X
 OUT=$H PHASES=train,eval EVAL_PARTS=${PARTS:-captions} WORKERS=12 \
-  EVAL_EXTRA="--lam 1.0 --predicate prob --eps 0.3 --sparrow_k 16" \
+  EVAL_EXTRA="--lam 1.0 --predicate prob --eps 0.3 --sparrow_k 16 --loose_device false" \
   timeout ${LIMIT:-560} bash benchmarks/headline_gpu.sh > $X/eval.log 2>&1; echo "eval rc $?" >> $X/eval.log
 date; grep -v -i warn $X/eval.log | grep -E "^==|^\| |^   |rc " | tail -40
 if test -f $H/eval-captions/summary.json; then

@@ -54,21 +54,36 @@ def parse_config(text: str) -> dict:
     return out
 
 
-def make_data(n: int, seed: int, preset_name: str, size: int):
-    """``n`` one-object SynthVid scenes rendered in memory: first/last frames and (shape, colour, motion)."""
+def _render_ends(scenes: list) -> list:
+    """First and last frame of each scene (a worker's share of :func:`make_data`)."""
     from vidspec.evaluation.synthvid.render import render_frame
+
+    return [(render_frame(s, 0), render_frame(s, s.config.num_frames - 1)) for s in scenes]
+
+
+def make_data(n: int, seed: int, preset_name: str, size: int, workers: int = 1):
+    """``n`` one-object SynthVid scenes rendered in memory: first/last frames and (shape, colour, motion).
+
+    The scenes are drawn in this process from one generator, so ``workers`` (processes that render them) changes
+    the time taken, never the data.
+    """
     from vidspec.evaluation.synthvid.world import COLOURS, preset, sample_scene
 
     cfg = preset(preset_name, min_objects=1, max_objects=1, width=size, height=size, events=(), max_events=0)
     shapes, motions, colours = list(cfg.shapes), list(cfg.motions), list(COLOURS)
     rng = np.random.default_rng(seed)
-    first, last, ys = [], [], []
-    for _ in range(n):
-        s = sample_scene(rng, cfg)
-        o = s.objects[0]
-        first.append(render_frame(s, 0))
-        last.append(render_frame(s, cfg.num_frames - 1))
-        ys.append((shapes.index(o.shape), colours.index(o.colour), motions.index(o.motion)))
+    scenes = [sample_scene(rng, cfg) for _ in range(n)]
+    ys = [(shapes.index(s.objects[0].shape), colours.index(s.objects[0].colour), motions.index(s.objects[0].motion))
+          for s in scenes]
+    if workers > 1 and n > 1:
+        import multiprocessing as mp
+
+        step = -(-n // (workers * 4))
+        with mp.get_context("spawn").Pool(workers) as pool:
+            ends = [e for part in pool.map(_render_ends, [scenes[i:i + step] for i in range(0, n, step)]) for e in part]
+    else:
+        ends = _render_ends(scenes)
+    first, last = [e[0] for e in ends], [e[1] for e in ends]
 
     def to_t(a):
         return torch.tensor(np.stack(a)).permute(0, 3, 1, 2).contiguous()
@@ -89,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--train", type=int, default=20000, help="training scenes")
     ap.add_argument("--test", type=int, default=2000, help="held-out scenes (another seed)")
+    ap.add_argument("--workers", type=int, default=1, help="processes that render the scenes (same data)")
     ap.add_argument("--preset", default="easy")
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--every", type=int, default=500)
@@ -99,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     configs = [parse_config(t) for t in a.configs.split(",") if t]
     t0 = time.perf_counter()
-    f, l_, y, classes = make_data(a.train, 0, a.preset, a.size)
-    tf, tl, ty, _ = make_data(a.test, 1, a.preset, a.size)
+    f, l_, y, classes = make_data(a.train, 0, a.preset, a.size, a.workers)
+    tf, tl, ty, _ = make_data(a.test, 1, a.preset, a.size, a.workers)
     print(f"rendered {a.train}+{a.test} scenes in {time.perf_counter() - t0:.1f} s", flush=True)
     from vidspec.draft_training.vision_pretrain import save_tower, train_tower
 
