@@ -146,13 +146,14 @@ HELDOUT_SEED = 1
 def build_validation_set(path: str | Path, num_videos: int, seed: int = HELDOUT_SEED) -> Path:
     """A small SynthVid validation split (reused when already built with these settings)."""
     from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid, is_synthvid_dataset
+    from vidspec.evaluation.synthvid.world import WORLD_VERSION
 
     path = Path(path)
     # The CPU testbed is trained on easy 64x64 scenes (configs/train/synthvid-target-cpu.yaml).
     cfg = SynthVidConfig(num_videos=num_videos, seed=seed, preset="easy", size="64x64", split="validation",
                          mcq_per_video=1, open_per_video=0)
     stamp = path / "demo-config.json"
-    want = json.dumps({"num_videos": num_videos, "seed": seed, "preset": "easy", "size": "64x64"})
+    want = json.dumps({"num_videos": num_videos, "seed": seed, "preset": "easy", "size": "64x64", "world": WORLD_VERSION})
     if is_synthvid_dataset(path) and stamp.is_file() and stamp.read_text() == want:
         return path
     if path.exists():

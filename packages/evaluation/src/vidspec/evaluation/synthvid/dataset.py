@@ -43,7 +43,7 @@ from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fsutil import replace_dir
 from vidspec.evaluation.synthvid import grammar, questions
 from vidspec.evaluation.synthvid.render import encode_mp4, render_video
-from vidspec.evaluation.synthvid.world import PRESETS, WorldConfig, preset, sample_scene
+from vidspec.evaluation.synthvid.world import PRESETS, WORLD_VERSION, WorldConfig, preset, sample_scene
 
 FORMAT = "synthvid"
 FORMAT_VERSION = 1
@@ -367,6 +367,7 @@ def generate_synthvid(out_dir: str | Path, config: SynthVidConfig, progress: boo
             "format_version": FORMAT_VERSION,
             "config": asdict(config),
             "world": asdict(world),
+            "world_version": WORLD_VERSION,
             "splits": {name: len(idx) for name, idx in splits.items()},
             "split_rule": SPLIT_RULE,
             "rows": {kind: {n: len(d) for n, d in t.items()} for kind, t in tables.items()},

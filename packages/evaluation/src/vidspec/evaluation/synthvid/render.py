@@ -36,11 +36,17 @@ def _polygon(shape: str, r: float, angle: float) -> np.ndarray | None:
         )
         c, s = math.cos(angle), math.sin(angle)
         return pts @ np.array([[c, s], [-s, c]])
-    sides = {"triangle": 3, "square": 4, "diamond": 4, "pentagon": 5, "hexagon": 6}[shape]
-    # A square is a diamond turned by 45 degrees; its circumradius is scaled so its area is
-    # close to the circle's, which keeps "large" looking large for every shape.
+    if shape == "diamond":
+        # A rhombus, its diagonals 1.45 r and 0.85 r from the centre (area 2.47 r^2, near the square's 2.65 r^2).
+        # Objects are drawn at any rotation, so a diamond must differ from a square in more than its angle: up to
+        # world version 1 it was a square turned by 45 degrees, and the two were one shape (docs/RESULTS.md 22.5).
+        a = angle - math.pi / 2 + np.arange(4) * math.pi / 2
+        rad = r * np.array([1.45, 0.85, 1.45, 0.85])
+        return np.stack([rad * np.cos(a), rad * np.sin(a)], axis=1)
+    sides = {"triangle": 3, "square": 4, "pentagon": 5, "hexagon": 6}[shape]
+    # Circumradii are scaled so each area is close to the circle's, which keeps "large" looking large for every shape.
     base = math.pi / 4 if shape == "square" else -math.pi / 2
-    scale = {"triangle": 1.25, "square": 1.15, "diamond": 1.2}.get(shape, 1.05)
+    scale = {"triangle": 1.25, "square": 1.15}.get(shape, 1.05)
     a = angle + base + np.arange(sides) * 2 * math.pi / sides
     return np.stack([scale * r * np.cos(a), scale * r * np.sin(a)], axis=1)
 

@@ -46,6 +46,10 @@ BACKGROUNDS: dict[str, tuple[int, int, int]] = {
 }
 
 #: Shapes the renderer draws (all contain their centre, which the pixel tests rely on).
+#: The world's version, recorded in every scene's facts. 2 (session 15): the diamond is a rhombus; in version 1 it was
+#: a square turned by 45 degrees, which the random rotation every object gets made indistinguishable from a square.
+WORLD_VERSION = 2
+
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle", "star", "diamond", "hexagon", "pentagon", "cross")
 
 #: Size classes and their radius as a fraction of the shorter frame side (before ``size_scale``).
@@ -261,7 +265,7 @@ class Scene:
         """Ground truth as a JSON-ready dict (the ``facts`` column of the dataset)."""
         c = self.config
         return {
-            "version": 1,
+            "version": WORLD_VERSION,
             "num_frames": c.num_frames,
             "fps": c.fps,
             "width": c.width,
