@@ -1,6 +1,6 @@
-# template, session 16 call 3 (warm, within 30 s of call 2's return; calls 1 and 2: `VISION_TRAIN=100000 bash
-# .gpu/s15c1.sh` twice, the 2400-step target of RESULTS 22.1 on a tower pretrained on 5x the scenes, whose held-out
-# shape probe stayed at 0.72-0.78 with 20,000): every method on the captions and the MCQ, in one run, with the
+# template, session 16 call 3 (warm, within 30 s of call 2's return; calls 1 and 2: `bash .gpu/s15c1.sh` twice, the
+# 2400-step target of RESULTS 22.1 on SynthVid world version 2, whose diamond a model can tell from a square, 22.5):
+# every method on the captions and the MCQ, in one run, with the
 # defaults of session 15 on (the loose rule inside the verify step, 22.3), so sparrow and sparrow-lvspec-pst are
 # side by side with it for the first time. ~230 s captions + ~150 s MCQ in a warm process.
 # PARTS=captions for the captions alone; LIMIT bounds the whole eval.
