@@ -65,3 +65,28 @@ def test_unreadable_baseline_fails_before_evaluating(tmp_path, monkeypatch):
     monkeypatch.setattr(runner_mod, "run_eval", lambda *a, **k: pytest.fail("evaluated with a bad baseline"))
     with pytest.raises(ConfigError, match="baseline"):
         run_eval_ci(out=str(tmp_path / "ci"), baseline=str(bad), limit=1, releases=str(tmp_path / "none"))
+
+
+def test_a_replaced_release_needs_a_new_baseline(tmp_path):
+    """The baseline is keyed by the release folders; their weights fingerprints are recorded with it, so a release
+    replaced in the same folder fails the gate until the baseline is updated on purpose."""
+    from vidspec.evaluation.demo import discover_models
+    from vidspec.evaluation.eval_ci import weight_problems
+
+    target = str(tmp_path / "synthvid-target")
+    for name, extra in (("synthvid-target", {"kind": "video-llm"}),
+                        ("sparrow-synthvid", {"kind": "sparrow-draft", "target_id": target})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({**extra, "fingerprint": f"{name}-1"}))
+    models = discover_models(tmp_path).describe()
+    assert models["fingerprints"] == {"target": "synthvid-target-1", "sparrow": "sparrow-synthvid-1"}
+    base = {"models": models}
+    assert weight_problems(base, models) == []
+    (tmp_path / "synthvid-target" / "manifest.json").write_text(json.dumps({"kind": "video-llm", "fingerprint": "t-2"}))
+    (problem,) = weight_problems(base, discover_models(tmp_path).describe())
+    assert "other weights for target" in problem and "--update-baseline" in problem
+    # a baseline from before fingerprints were recorded, against releases: also asks for an update
+    assert weight_problems({"models": {"target": models["target"]}}, models)
+    # the built-in tiny models have none, and need none
+    tiny = discover_models(tmp_path / "none").describe()
+    assert "fingerprints" not in tiny and weight_problems({"models": tiny}, tiny) == []

@@ -58,8 +58,25 @@ class ModelChoice:
     source: str
     missing: list[str] = field(default_factory=list)
 
-    def describe(self) -> dict[str, str | None]:
-        return {"source": self.source, "target": self.target, "draft": self.draft, "sparrow": self.sparrow}
+    def describe(self) -> dict:
+        """The models as eval-ci records them: names or folders, and each release's weights fingerprint."""
+        out: dict = {"source": self.source, "target": self.target, "draft": self.draft, "sparrow": self.sparrow}
+        prints = {role: fp for role in ("target", "draft", "sparrow") if (fp := _fingerprint(getattr(self, role)))}
+        if prints:  # releases only: the built-in tiny models are made from their config and a seed
+            out["fingerprints"] = prints
+        return out
+
+
+def _fingerprint(path: str | None) -> str | None:
+    """The ``fingerprint`` (sha256 of the weights) in a release folder's manifest, if it has one."""
+    f = Path(path) / "manifest.json" if path else None
+    if f is None or not f.is_file():
+        return None
+    try:
+        fp = json.loads(f.read_text()).get("fingerprint")
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return str(fp) if fp else None
 
 
 def _kind(path: Path) -> str | None:

@@ -98,6 +98,19 @@ def setup_key(models: dict[str, Any]) -> str:
     return "|".join(f"{k}={models.get(k)}" for k in ("target", "draft", "sparrow"))
 
 
+def weight_problems(base: SetupBaseline | None, models: dict[str, Any]) -> list[str]:
+    """A release replaced since the baseline was made (its weights fingerprint differs) is a problem of its own:
+    the figures may still pass, but they are compared with another model's."""
+    if base is None:
+        return []
+    old, new = base.get("models", {}).get("fingerprints") or {}, models.get("fingerprints") or {}
+    changed = sorted(r for r in set(old) | set(new) if old.get(r) != new.get(r))
+    if not changed:
+        return []
+    return [f"the baseline was made with other weights for {', '.join(changed)} (the release fingerprint differs); "
+            f"if the releases were replaced on purpose, run 'vidspec eval-ci --update-baseline --reason ...' and commit it"]
+
+
 def compare(methods: dict[str, dict], base: SetupBaseline | None, th: Thresholds) -> list[Check]:
     """Compare a run's per-method aggregates with a baseline entry."""
     checks = []
@@ -204,6 +217,7 @@ def run_eval_ci(out: str | None = None, baseline: str = DEFAULT_BASELINE, update
                         f"--reason ...' and commit it")
     elif entry.get("eval") != eval_params:
         problems.append(f"the baseline was made with {entry.get('eval')}, this run is {eval_params}")
+    problems += weight_problems(entry, models)
     print(format_table(checks, methods))
     print(f"thresholds: τ may fall at most {th.tau_drop:.0%} below baseline; retention at most "
           f"{th.retention_margin:.0%} (absolute) below; strict methods ({', '.join(m for m in STRICT if m in methods)}) must be "
