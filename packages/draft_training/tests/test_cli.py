@@ -147,6 +147,7 @@ def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_data
     assert manifest["fingerprint"] == hashlib.sha256(b"model.safetensors\0" + (out / "model.safetensors").read_bytes()).hexdigest()
     assert manifest["git_sha"] and manifest["metrics"]["global_step"] == 6 and "train/loss" in manifest["metrics"]
     assert manifest["training_config"]["model"]["class_path"].endswith("VLMSFTModule")
+    assert manifest["data_world_version"] is None  # not a SynthVid set: no world version to record
     assert json.loads((out / "vidspec.json").read_text())["max_frames"] == 4
 
     module, _ = load_module(ckpt)
@@ -218,3 +219,14 @@ def test_existing_relative_tokenizer_and_hub_ids_pass_the_path_check(tmp_path, t
     monkeypatch.chdir(tiny_dataset.parent)
     for value in (f"{tiny_dataset.name}/tokenizer", f"./{tiny_dataset.name}/tokenizer", "org/model", "model", None):
         check_model_paths(Namespace(model=Namespace(class_path="x.Y", init_args=Namespace(tokenizer=value))))
+
+
+def test_release_manifests_record_the_synthvid_world_version(tmp_path):
+    """A release trained on SynthVid names the world version its data was rendered in (2: the rhombus diamond)."""
+    from vidspec.draft_training.export import _world_version
+
+    (tmp_path / "synthvid.json").write_text(json.dumps({"format": "synthvid", "world_version": 2}))
+    assert _world_version(str(tmp_path)) == 2
+    (tmp_path / "synthvid.json").write_text(json.dumps({"format": "synthvid"}))  # made before versions were recorded
+    assert _world_version(str(tmp_path)) is None
+    assert _world_version(str(tmp_path / "elsewhere")) is None and _world_version(None) is None

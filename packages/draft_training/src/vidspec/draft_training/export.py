@@ -245,6 +245,17 @@ def _card(manifest: dict, extra: str | None) -> str:
     return "\n".join(lines)
 
 
+def _world_version(data_path: str | None) -> int | None:
+    """The SynthVid world version of the training data (its manifest's ``world_version``), or None: another
+    dataset, a set made before versions were recorded (world version 1), or a path not on this machine."""
+    f = Path(data_path) / "synthvid.json" if data_path else None
+    try:
+        v = json.loads(f.read_text()).get("world_version") if f is not None and f.is_file() else None
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+    return int(v) if isinstance(v, int) else None
+
+
 def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: bool = False) -> Path:
     """Export a training checkpoint into a release folder (see the module docstring).
 
@@ -285,6 +296,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
             "checkpoint": str(Path(ckpt_path).absolute()),
             "data_path": data_args.get("path"),
             "caption_styles": data_args.get("caption_styles"),
+            "data_world_version": _world_version(data_args.get("path")),
             "metrics": ctx.metrics,
             "fingerprint": fingerprint(tmp),
             "versions": {"torch": torch.__version__, "transformers": _version("transformers"),
