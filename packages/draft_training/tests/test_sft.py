@@ -84,3 +84,19 @@ def test_nonfinite_batch_is_skipped(tiny_dataset):
     out.backward()
     grads = [p.grad for p in m.parameters() if p.requires_grad]
     assert all(g is not None and torch.count_nonzero(g) == 0 for g in grads)
+
+
+def test_init_from_a_folder_starts_training_mode_with_its_weights(tiny_dataset, tmp_path):
+    """``init_from`` continues a saved model: the same weights, and in training mode (transformers' from_pretrained
+    returns a model in eval mode, which Lightning leaves as it is: dropout would be off for the whole run)."""
+    torch.manual_seed(0)
+    first = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["llava-ov"]), max_frames=4)
+    first.model.save_pretrained(tmp_path / "saved")
+    first.tokenizer.save_pretrained(tmp_path / "saved")
+    again = VLMSFTModule(init_from=str(tmp_path / "saved"), max_frames=4, freeze_vision=True)
+    assert all(m.training for m in again.model.modules())
+    for (name, a), (_, b) in zip(first.model.state_dict().items(), again.model.state_dict().items()):
+        assert torch.equal(a, b), name
+    tower = again.model.model.vision_tower
+    assert not any(p.requires_grad for p in tower.parameters())
+    assert any(p.requires_grad for p in again.model.model.language_model.parameters())

@@ -150,6 +150,7 @@ class VLMSFTModule(L.LightningModule):
                 config = AutoConfig.from_pretrained(init_from)
                 self.model = hf_model_class(family_of(config)).from_pretrained(
                     init_from, dtype=torch.float32, attn_implementation=attn_implementation)
+                self.model.train()  # from_pretrained returns eval mode, and Lightning does not change it
             except OSError as e:
                 raise ConfigError(f"cannot load init_from={init_from!r}: {str(e).splitlines()[0]}") from None
         else:
