@@ -25,8 +25,8 @@
 # augmentation "--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4]" that let the CPU
 # release read 256-frame videos, benchmarks/results/long_video_cpu/), VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
-# VISION_TRAIN (20000: the one-object scenes the tower pretrains on; session 15's towers fit them to a loss of 0.002
-# but reach a held-out shape probe of only 0.72-0.78, RESULTS 22.1), FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
+# VISION_TRAIN (20000: the one-object scenes the tower pretrains on; the towers up to session 15 reached a held-out
+# shape probe of 0.72-0.78, which world version 1's square/diamond ambiguity explains, RESULTS 22.5), FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
 # most N more steps per call of this script and resumes from its last checkpoint in the next, with its LR schedule
 # spanning TARGET_STEPS, so a longer SFT spans several device calls; a call that stops before TARGET_STEPS exits 3
 # with "paused" and leaves the Sparrow stage and the figures to the call that completes it. Lightning restores

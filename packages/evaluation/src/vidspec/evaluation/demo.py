@@ -67,30 +67,33 @@ class ModelChoice:
         return out
 
 
-def _fingerprint(path: str | None) -> str | None:
-    """The ``fingerprint`` (sha256 of the weights) in a release folder's manifest, if it has one."""
-    f = Path(path) / "manifest.json" if path else None
+def _release_json(folder: str | Path | None, name: str) -> dict | None:
+    """``folder/name`` of a release (its manifest or config) as a dict, or None when absent or unreadable."""
+    f = Path(folder) / name if folder else None
     if f is None or not f.is_file():
         return None
     try:
-        fp = json.loads(f.read_text()).get("fingerprint")
-    except (OSError, json.JSONDecodeError, AttributeError):
+        data = json.loads(f.read_text())
+    except (OSError, json.JSONDecodeError):
         return None
+    return data if isinstance(data, dict) else None
+
+
+def _fingerprint(path: str | None) -> str | None:
+    """The ``fingerprint`` (sha256 of the weights) in a release folder's manifest, if it has one."""
+    fp = (_release_json(path, "manifest.json") or {}).get("fingerprint")
     return str(fp) if fp else None
 
 
 def _kind(path: Path) -> str | None:
     for name in ("manifest.json", "config.json"):
-        f = path / name
-        if f.is_file():
-            try:
-                data = json.loads(f.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue
-            if data.get("kind"):
-                return str(data["kind"])
-            if data.get("format") == "vidspec-sparrow":
-                return "sparrow-draft"
+        data = _release_json(path, name)
+        if data is None:
+            continue
+        if data.get("kind"):
+            return str(data["kind"])
+        if data.get("format") == "vidspec-sparrow":
+            return "sparrow-draft"
     return None
 
 
@@ -134,15 +137,10 @@ def discover_models(releases_dir: str | Path = RELEASES_DIR) -> ModelChoice:
 def _sparrow_fits(sparrow: str, target: str) -> bool:
     """Whether a Sparrow release was distilled from ``target`` (by its manifest's target id)."""
     for name in ("manifest.json", "config.json"):
-        f = Path(sparrow) / name
-        if f.is_file():
-            try:
-                data = json.loads(f.read_text())
-            except (OSError, json.JSONDecodeError):
-                continue
-            tid = data.get("target_id") or data.get("target") or ""
-            if tid:
-                return Path(str(tid)).name == Path(target).name or str(tid) == target
+        data = _release_json(sparrow, name) or {}
+        tid = data.get("target_id") or data.get("target") or ""
+        if tid:
+            return Path(str(tid)).name == Path(target).name or str(tid) == target
     return False
 
 

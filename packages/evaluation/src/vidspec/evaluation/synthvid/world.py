@@ -45,11 +45,11 @@ BACKGROUNDS: dict[str, tuple[int, int, int]] = {
     "beige": (200, 185, 150),
 }
 
-#: Shapes the renderer draws (all contain their centre, which the pixel tests rely on).
 #: The world's version, recorded in every scene's facts. 2 (session 15): the diamond is a rhombus; in version 1 it was
 #: a square turned by 45 degrees, which the random rotation every object gets made indistinguishable from a square.
 WORLD_VERSION = 2
 
+#: Shapes the renderer draws (all contain their centre, which the pixel tests rely on).
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle", "star", "diamond", "hexagon", "pentagon", "cross")
 
 #: Size classes and their radius as a fraction of the shorter frame side (before ``size_scale``).
