@@ -60,9 +60,10 @@
 # EVAL_PARTS (captions,mcq,hf,long: which runs of the eval phase to make, e.g. EVAL_PARTS=long for the long pass alone),
 # LONG_STAGES (target,sparrow,eval: which stages of the long pass this call makes, so a longer fine-tune can have a
 # call to itself: LONG_STAGES=target in one call, then the default in the next, which skips the exported target),
-# LONG_EVAL_EXTRA ("--fast_compile false": more `vidspec eval` arguments for the long pass's two runs, after EVAL_EXTRA; the
-# default keeps the fast engine's CUDA graphs but skips torch.compile, since the long pass measures tau, not time; set it
-# empty to compile),
+# LONG_EVAL_EXTRA ("--fast_compile false --share_video true": more `vidspec eval` arguments for the long pass's two runs,
+# after EVAL_EXTRA; the default keeps the fast engine's CUDA graphs but skips torch.compile, since the long pass measures
+# tau, not time, and reads each long video once for all methods (a 1536-frame read takes ~2.4 s on the H200, with PyAV),
+# each record counting that read; set it empty to compile and read per method),
 # VIDSPEC_LOG_LEVEL (INFO: the eval runs log their stage timings, so a run cut by a call limit shows where it was),
 # REPLAY_EXTRA (more replay_7b.py arguments, e.g. "--draft-vocab 32768"), HF_EXTRA (more hf_generate_e2e.py arguments;
 # default "--k 16", the eval's Sparrow K; session 12 ran it at 4), EVAL_EXTRA (more `vidspec eval` arguments for every eval
@@ -118,7 +119,7 @@ read -r -a REPLAY_ARGS <<< "${REPLAY_EXTRA:-}"  # e.g. REPLAY_EXTRA="--draft-voc
 read -r -a HF_ARGS <<< "${HF_EXTRA---k 16}"  # unset: the Sparrow K of the default EVAL_EXTRA's --sparrow_k
 # The long pass measures tau by video length: its two runs skip torch.compile by default (RESULTS 19), so a
 # fresh machine's first eval process does not spend minutes compiling before its first record.
-read -r -a LONG_EVAL_ARGS <<< "${LONG_EVAL_EXTRA---fast_compile false}"
+read -r -a LONG_EVAL_ARGS <<< "${LONG_EVAL_EXTRA---fast_compile false --share_video true}"
 REPLAY_JSON=replay_7b.json
 if [[ "$SMOKE" == "1" ]]; then
   EVAL_LIMIT=2; MCQ_LIMIT=2; HF_LIMIT=2; FIGURES_LIMIT=2; MAX_NEW_TOKENS=16; DEV=cpu; LONG_LIMIT=2; NUM_VIDEOS=12; WORKERS=1

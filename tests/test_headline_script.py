@@ -66,10 +66,12 @@ def test_headline_script_smoke(tmp_path):
         cfg = json.loads((out / f"eval-{run}" / "config.json").read_text())
         assert cfg["target"].endswith("releases/long-target") and cfg["sparrow"].endswith("releases/long-sparrow")
         assert cfg["fast_compile"] is False  # LONG_EVAL_EXTRA's default: the long pass measures tau, not time
+        assert cfg["share_video"] is True  # and reads each long video once for all its methods
     long_cfg = json.loads((out / "releases" / "long-target" / "manifest.json").read_text())["training_config"]
     assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
     assert hf_cfg["target"].endswith("releases/synthvid-target") and hf_cfg["fast_compile"] is True
+    assert hf_cfg["share_video"] is False  # the timed runs read per method
     # EVAL_EXTRA unset: the published configuration (the probability gate, Sparrow chains at K = 16)
     assert (hf_cfg["lam"], hf_cfg["predicate"], hf_cfg["eps"], hf_cfg["sparrow_k"]) == (1.0, "prob", 0.3, 16)
     assert json.loads((out / "eval-hf" / "hf_generate_e2e.json").read_text())["k"] == 3  # HF_EXTRA reached it

@@ -1,10 +1,12 @@
-"""The runner's warm-up captures the fast engine's graphs before timing; records split decode time per round."""
+"""Warm-up graph capture before timing, per-round decode timing, and one read per sample (share_video)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fast import FastStrictVerifier, FastTarget
 from vidspec.decoding.models import load_target
 from vidspec.decoding.sparrow import new_sparrow_for
@@ -70,3 +72,42 @@ def test_records_and_summary_split_decode_time(synthvid, tmp_path):
     assert s["draft_ms_per_round"] is None and s["begin_ms"] is None and s["drafter"] is None
     assert s["draft_prefill_ms"] is None
     assert s["tau"] == summary["methods"]["sparrow"]["tau"]
+
+
+def test_share_video_reads_each_sample_once_and_changes_no_token(synthvid, tmp_path, monkeypatch):
+    from vidspec.decoding import video
+
+    reads: list[str] = []
+    original = video.read_video
+
+    def counting(path, *args, **kwargs):
+        reads.append(str(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(video, "read_video", counting)
+    methods = ("ar", "sd", "lvspec-pst", "sparrow")
+    runs = {}
+    for share in (False, True):
+        reads.clear()
+        cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / f"run-{share}"),
+                         sparrow="random", methods=methods, max_new_tokens=10, limit=2, share_video=share,
+                         progress=False)
+        run_eval(cfg)
+        runs[share] = read_jsonl(tmp_path / f"run-{share}" / "records.jsonl")
+        samples = {r["sample_id"] for r in runs[share]}
+        # the warm-up decodes read the first sample too: per method without sharing, once with it
+        assert len(reads) == (len(samples) * len(methods) + len(methods) if not share else len(samples))
+    key = lambda r: (r["sample_id"], r["method"])  # noqa: E731
+    plain, shared = sorted(runs[False], key=key), sorted(runs[True], key=key)
+    assert [key(r) for r in plain] == [key(r) for r in shared]
+    assert [r["token_ids"] for r in plain] == [r["token_ids"] for r in shared]
+    for sid in {r["sample_id"] for r in shared}:
+        # every method of a sample is charged the same read, and its wall time includes it
+        mine = [r for r in shared if r["sample_id"] == sid]
+        assert len({r["video_s"] for r in mine}) == 1 and mine[0]["video_s"] > 0
+        assert all(r["wall_s"] >= r["video_s"] + r["decode_s"] for r in mine)
+    # a run recorded without sharing does not resume with it (its ESRs would mix two conventions)
+    with pytest.raises(ConfigError, match="share_video"):
+        run_eval(EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "run-False"),
+                            sparrow="random", methods=methods, max_new_tokens=10, limit=2, share_video=True,
+                            progress=False))

@@ -64,6 +64,7 @@ def evaluate(
     tree_top_k: int = DEFAULT_TREE["top_k"],
     device_rounds: bool = True,
     loose_device: bool = True,
+    share_video: bool = False,
     warmup: bool = True,
     judge: bool = False,
     judge_base_url: str | None = None,
@@ -124,6 +125,8 @@ def evaluate(
         loose_device: fast engine, greedy, loose methods with a relevance-blind rule (--lam 1 with --predicate
             prob or always): each round's decision is computed inside the verify step and read back with it,
             instead of walking the draft on the host (same rule; false: the host walk, for A/B runs).
+        share_video: read each sample's video once for all methods, every record counting that read's
+            seconds (the long set's 1536-frame reads take seconds each). Recorded; resuming refuses another.
         warmup: one untimed decode per method before measuring.
         judge: score open-ended outputs with the GPT judge (VIDSPEC_JUDGE_BASE_URL, VIDSPEC_JUDGE_MODEL,
             OPENAI_API_KEY or the two flags below; the key is read from the environment only).
@@ -147,7 +150,7 @@ def evaluate(
         relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
         scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, fast_gemv=fast_gemv, fast_compile=fast_compile,
         draft_vocab=draft_vocab,
-        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, device_rounds=device_rounds, loose_device=loose_device, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
+        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, device_rounds=device_rounds, loose_device=loose_device, share_video=share_video, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
         progress=not no_progress,
     )
     summary = run_eval(cfg)
