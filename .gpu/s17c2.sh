@@ -4,7 +4,10 @@
 # sparrow-lvspec-pst on short and long videos. The draft-VLM methods use the committed draft VLM, which was never
 # fine-tuned on long inputs; that is their honest long-video figure, not a tuned one.
 #   call 2: STAGES=target LIMIT=585 bash .gpu/s17c2.sh   (the fine-tune, ~530 s)
-#   call 3: LIMIT=<seconds left - 20> bash .gpu/s17c2.sh (Sparrow ~103 s, eval-long64, eval-long1536)
+#   call 3: LIMIT=<seconds left - 20> bash .gpu/s17c2.sh (Sparrow ~103 s, eval-long64, eval-long1536; estimated from
+#           session 14's logs: ~165 s and ~100 s of warm-ups and graph captures, each 1536-frame video read once for
+#           all methods (--share_video, the long pass's default): ~460 s in all. The runs go sample by sample, so a
+#           call cut short leaves every method with the same videos, and the next call resumes them.)
 test -f runs/h17/releases/synthvid-target/manifest.json || { echo "NO TARGET: machine restarted"; exit 3; }
 source .gpu/setup.sh; date
 H=$PWD/runs/h17; X=$OUT/x17l; mkdir -p $X
