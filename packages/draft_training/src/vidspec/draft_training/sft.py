@@ -104,6 +104,9 @@ class VLMSFTModule(L.LightningModule):
         vision_init: LLaVA-OV only: a pretrained SigLIP tower (a folder written by
             :func:`vidspec.draft_training.vision_pretrain.save_tower`) copied into the model's vision
             tower before training; its sizes must match ``arch``.
+        grouped_vision_attention: Qwen2.5-VL with sdpa: attend all of a vision layer's windows in one
+            call per window length instead of transformers' one call per window
+            (:mod:`vidspec.draft_training.qwen_vision`; the same outputs and gradients to float rounding).
         freeze_vision: keep the vision tower's weights fixed (the projector and the language model
             still train), as LLaVA-style recipes do with a pretrained encoder. Fine-tuning a
             pretrained SynthVid tower with the caption loss erased its shape features (linear-probe
@@ -122,6 +125,7 @@ class VLMSFTModule(L.LightningModule):
         gradient_checkpointing: bool = False,
         vision_init: str | None = None,
         freeze_vision: bool = False,
+        grouped_vision_attention: bool = True,
     ):
         super().__init__()
         arch = _as(ArchConfig, arch)
@@ -136,6 +140,7 @@ class VLMSFTModule(L.LightningModule):
             "max_frames": max_frames, "adapter_options": adapter_options, "optim": asdict(optim),
             "attn_implementation": attn_implementation, "gradient_checkpointing": gradient_checkpointing,
             "vision_init": vision_init, "freeze_vision": freeze_vision,
+            "grouped_vision_attention": grouped_vision_attention,
         })
         self.optim = optim
         self.max_frames = max_frames
@@ -158,6 +163,10 @@ class VLMSFTModule(L.LightningModule):
             config._attn_implementation = attn_implementation
             self.model = hf_model_class(arch.family)(config)
         self.family = family_of(self.model.config)
+        if grouped_vision_attention and self.family == "qwen2.5-vl":
+            from vidspec.draft_training.qwen_vision import use_grouped_vision_attention
+
+            use_grouped_vision_attention(self.model)
         if vision_init:
             if self.family != "llava-ov":
                 raise ConfigError(f"vision_init is for LLaVA-OV's SigLIP tower; this model is {self.family}")

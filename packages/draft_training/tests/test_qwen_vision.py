@@ -1,0 +1,81 @@
+"""The grouped Qwen2.5-VL vision attention used in training equals transformers' per-window loop."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from vidspec.draft_training.arch import ArchConfig, build_hf_config, hf_model_class
+from vidspec.draft_training.qwen_vision import use_grouped_vision_attention
+from vidspec.draft_training.sft import VLMSFTModule
+from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
+
+
+def _tower(tokenizer, attn="sdpa"):
+    arch = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "window_size": 112, "vision_layers": 3})
+    config = build_hf_config(arch, tokenizer)
+    config._attn_implementation = attn
+    torch.manual_seed(0)
+    return hf_model_class("qwen2.5-vl")(config).model.visual.float()
+
+
+@pytest.mark.parametrize("grids", [
+    [(2, 8, 8), (1, 8, 8)],            # every window one length (frames smaller than a window): one batched call
+    [(2, 20, 24), (1, 16, 30), (1, 8, 8)],  # right and bottom edge windows: several lengths, index-gathered
+])
+def test_grouped_attention_equals_the_per_window_loop(tiny_dataset, grids):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))
+    hf = _tower(tok)
+    ours = copy.deepcopy(hf)
+    assert use_grouped_vision_attention(ours) == 3
+    grid = torch.tensor(grids)
+    cfg = hf.config
+    per_patch = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
+    torch.manual_seed(1)
+    pix = torch.randn(int(grid.prod(-1).sum()), per_patch)
+    outs, grads = [], []
+    for tower in (hf, ours):
+        x = pix.clone().requires_grad_(True)
+        out = tower(x, grid_thw=grid).pooler_output
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        outs.append(out.detach())
+        grads.append((x.grad, tower.blocks[0].attn.qkv.weight.grad, tower.blocks[-1].attn.proj.weight.grad))
+    torch.testing.assert_close(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    for a, b in zip(grads[1], grads[0]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_only_sdpa_towers_change(tiny_dataset):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))
+    assert use_grouped_vision_attention(_tower(tok, attn="eager")) == 0
+    llava = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["llava-ov"]))
+    assert use_grouped_vision_attention(llava.model) == 0
+
+
+def test_sft_module_trains_qwen_with_the_grouped_attention(tiny_dataset):
+    kw = dict(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["qwen2.5-vl"]), max_frames=4,
+              adapter_options=QWEN_OPTIONS)
+    torch.manual_seed(0)
+    grouped = VLMSFTModule(**kw)
+    torch.manual_seed(0)
+    loop = VLMSFTModule(**kw, grouped_vision_attention=False)
+    assert grouped.hparams["grouped_vision_attention"] is True
+    attn = grouped.model.model.visual.blocks[0].attn
+    assert attn.forward.__func__.__name__ == "_grouped_forward"
+    assert loop.model.model.visual.blocks[0].attn.forward.__func__.__name__ == "forward"
+    from vidspec.draft_training.data import VideoTextDataModule
+
+    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=2, shuffle=False, caption_styles=["alpha"])
+    dm.attach(grouped.input_spec())
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    (a, _), (b, _) = grouped.loss(batch), loop.loss(batch)
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    a.backward()
+    assert grouped.model.model.visual.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
