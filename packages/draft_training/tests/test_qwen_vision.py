@@ -79,3 +79,28 @@ def test_sft_module_trains_qwen_with_the_grouped_attention(tiny_dataset):
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     a.backward()
     assert grouped.model.model.visual.blocks[0].attn.qkv.weight.grad.abs().sum() > 0
+
+
+def test_sparrow_teacher_uses_the_grouped_attention_with_the_same_features(tiny_dataset):
+    from vidspec.decoding.models import load_target
+    from vidspec.draft_training.data import VideoTextDataModule
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+
+    m = SparrowDistillModule(target="tiny-qwen2.5-vl")
+    assert m.target.model.model.visual.blocks[0].attn.forward.__func__.__name__ == "_grouped_forward"
+    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=2, shuffle=False, caption_styles=["alpha"])
+    dm.attach(m.input_spec())
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    grouped = m.target_features(batch)
+    m.target = load_target("tiny-qwen2.5-vl", device="cpu", dtype="float32", max_frames=m.target.max_frames)
+    m.target.model.eval()
+    plain = m.target_features(batch)
+    compared = 0
+    assert grouped.keys() == plain.keys()
+    for key, a in grouped.items():
+        b = plain[key]
+        if a.is_floating_point():
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+            compared += 1
+    assert compared >= 2

@@ -248,6 +248,9 @@ class SparrowDistillModule(L.LightningModule):
                 raise
             raise ConfigError(f"cannot load target {name!r}: {e}") from None
         tgt.model.eval().requires_grad_(False)
+        from vidspec.draft_training.qwen_vision import use_grouped_vision_attention
+
+        use_grouped_vision_attention(tgt.model)  # a Qwen2.5-VL teacher's tower: one call per window length
         return tgt
 
     def _ensure_target_device(self) -> None:
