@@ -8,7 +8,8 @@
 # and draft VLM both trained here, the tower from scratch (no SigLIP pretraining for it); run only at smoke size.
 # Its GPU speed is unknown: issue 4 measured ~3 steps/s for a Qwen prototype, HF's windowed vision attention running
 # chunk by chunk, so its 2400-step schedule may stop on TARGET_TIME with the LR still high.
-test -f runs/h15/synthvid/synthvid.json || { echo "NO DATA: machine restarted"; exit 3; }
+# On a fresh machine (no call 1 before it) train_releases_gpu.sh renders the same SynthVid set itself (seed 0, 12000
+# videos, ~25 s with 12 workers), so this call also runs on its own.
 source .gpu/setup.sh; date
 F=${FAMILY:-llava-ov}; R=$PWD/runs/r15-$F; X=$OUT/x15r; mkdir -p $X $R
 D=$([[ $F == llava-ov ]] && echo $PWD/data/releases/synthvid-draft)
