@@ -10,6 +10,10 @@ frames of one-object scenes, and its held-out accuracy is printed along the way:
 - motion: a linear read-out of all tokens of the first and the last frame (chance 1/5), which needs
   the tokens to say *where* the object is, as the language model needs them to.
 
+``--family qwen2.5-vl`` trains Qwen2.5-VL's tower instead (with its merger into ``--lm-hidden``, the
+target's width), which reads the scene as two frame pairs, [first, first] and [last, last]
+(:class:`vidspec.draft_training.vision_pretrain.QwenTowerProbe`).
+
 With ``--save DIR`` the first configuration's tower is kept as the vision pretraining stage of
 the testbed recipes (``VLMSFTModule(vision_init=DIR)``; see
 :mod:`vidspec.draft_training.vision_pretrain`).
@@ -91,11 +95,15 @@ def make_data(n: int, seed: int, preset_name: str, size: int, workers: int = 1):
     return to_t(first), to_t(last), torch.tensor(ys), (len(shapes), len(colours), len(motions))
 
 
-def arch_of(c: dict, size: int):
+def arch_of(c: dict, size: int, family: str = "llava-ov", lm_hidden: int = 192):
+    """The ArchConfig of a tower config. Qwen2.5-VL's merger projects into the language model's width,
+    ``lm_hidden``, which must then be the target's (``arch.hidden_size``) for the tower to load into it."""
     from vidspec.draft_training.arch import ArchConfig
 
-    return ArchConfig(family="llava-ov", vision_hidden_size=c["hidden"], vision_layers=c["layers"],
-                      vision_heads=c.get("heads") or max(1, c["hidden"] // 32), image_size=size, patch_size=c["patch"])
+    extra = {"hidden_size": lm_hidden, "num_heads": 4} if family == "qwen2.5-vl" else {}
+    return ArchConfig(family=family, vision_hidden_size=c["hidden"], vision_layers=c["layers"],
+                      vision_heads=c.get("heads") or max(1, c["hidden"] // 32), image_size=size, patch_size=c["patch"],
+                      **extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--every", type=int, default=500)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--family", default="llava-ov", choices=["llava-ov", "qwen2.5-vl"],
+                    help="the tower: LLaVA-OV's SigLIP, or Qwen2.5-VL's (frame pairs, windowed attention, merger)")
+    ap.add_argument("--lm-hidden", type=int, default=192,
+                    help="qwen2.5-vl: the language model width its merger projects into (the target's hidden_size)")
     ap.add_argument("--out", default="runs/vision-learnability")
     ap.add_argument("--save", default=None,
                     help="save the first config's tower here (tower.safetensors), for VLMSFTModule(vision_init=...)")
@@ -122,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     for i, c in enumerate(configs):
-        arch = arch_of(c, a.size)
+        arch = arch_of(c, a.size, a.family, a.lm_hidden)
         model, curve = train_tower(arch, a.steps, c["lr"], c["batch"], c["warmup"], a.device, (f, l_, y),
                                    (tf, tl, ty), classes, a.every, label=c["name"],
                                    log=lambda s: print(s, flush=True))

@@ -90,8 +90,8 @@ def test_release_script_target_over_two_calls(tmp_path):
 
 def test_release_script_qwen_family(tmp_path):
     """FAMILY=qwen2.5-vl: target and draft VLM are Qwen2.5-VL models (issue 4: releases of both families), the
-    SigLIP vision pretraining is skipped (the Qwen tower trains with the captions), Sparrow distils from the Qwen
-    target, and the figures are computed; an unknown family is refused with exit 2."""
+    target starts from a pretrained Qwen tower (with its merger into the target's width) kept frozen, Sparrow
+    distils from the Qwen target, and the figures are computed; an unknown family is refused with exit 2."""
     bin_dir = Path(sys.executable).parent
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "FAMILY": "qwen2.5-vl", "OUT": str(out), "PY": sys.executable,
@@ -99,7 +99,8 @@ def test_release_script_qwen_family(tmp_path):
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    assert not (out / "vision").exists()
+    tower = json.loads((out / "vision" / "tower.json").read_text())["arch"]
+    assert tower["family"] == "qwen2.5-vl" and tower["hidden_size"] == 64  # SMOKE's target width
     for name in ("synthvid-target", "synthvid-draft"):
         config = json.loads((out / "releases" / name / "config.json").read_text())
         assert config["architectures"] == ["Qwen2_5_VLForConditionalGeneration"], name
@@ -107,7 +108,8 @@ def test_release_script_qwen_family(tmp_path):
         assert json.loads((out / "releases" / name / "vidspec.json").read_text())["adapter_options"] == {
             "min_pixels": 4096, "max_pixels": 4096}
     init = json.loads((out / "releases" / "synthvid-target" / "manifest.json").read_text())["training_config"]
-    assert init["model"]["init_args"]["freeze_vision"] is False and init["model"]["init_args"].get("vision_init") is None
+    assert init["model"]["init_args"]["freeze_vision"] is True
+    assert init["model"]["init_args"]["vision_init"] == str(out / "vision")
     fig = json.loads((out / "figures.json").read_text())
     assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True and fig["mcq"]["questions"] == 2
 

@@ -20,3 +20,20 @@ def test_rendering_workers_change_nothing_but_time() -> None:
     assert first.shape == last.shape == (9, 3, 32, 32)
     assert not torch.equal(first, last)  # the objects move between the first and the last frame
     assert labels.shape == (9, 3) and all(int(labels[:, i].max()) < classes[i] for i in range(3))
+
+
+def test_qwen_family_pretrains_and_saves_a_tower_for_the_target_width(tmp_path) -> None:
+    import json
+
+    from vision_learnability import main
+
+    torch.set_num_threads(1)
+    assert main(["--configs", "h32_l1_p8_lr1e-3_b4_n2", "--steps", "2", "--train", "8", "--test", "4", "--every", "2",
+                 "--size", "32", "--device", "cpu", "--family", "qwen2.5-vl", "--lm-hidden", "64",
+                 "--out", str(tmp_path / "out"), "--save", str(tmp_path / "tower")]) == 0
+    saved = json.loads((tmp_path / "tower" / "tower.json").read_text())["arch"]
+    assert saved["family"] == "qwen2.5-vl" and saved["hidden_size"] == 64 and saved["vision_hidden_size"] == 32
+    from safetensors.torch import load_file
+
+    state = load_file(str(tmp_path / "tower" / "tower.safetensors"))
+    assert any(k.startswith("merger.") for k in state) and state["merger.mlp.2.weight"].shape[0] == 64

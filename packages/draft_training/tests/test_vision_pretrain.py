@@ -74,3 +74,56 @@ def test_freeze_vision_keeps_the_tower_and_trains_the_rest(tiny_dataset, tmp_pat
     opt.step()
     assert all(torch.equal(v, m.model.model.vision_tower.state_dict()[k]) for k, v in tower0.items())
     assert not all(torch.equal(v, m.model.model.multi_modal_projector.state_dict()[k]) for k, v in proj0.items())
+
+
+def test_batched_patchify_equals_the_decoding_adapters():
+    import numpy as np
+
+    from vidspec.decoding.models.qwen2_5_vl import patchify
+    from vidspec.draft_training.vision_pretrain import patchify_batch
+
+    rng = np.random.default_rng(0)
+    clips = rng.integers(0, 256, (3, 4, 32, 48, 3), dtype=np.uint8)
+    ours = patchify_batch(torch.from_numpy(clips), patch=8)
+    theirs = torch.cat([patchify(c, 8, 2, 2)[0] for c in clips])
+    torch.testing.assert_close(ours, theirs)
+
+
+def test_qwen_tower_learns_and_loads_into_the_sft_model(tiny_dataset, tmp_path):
+    from vidspec.draft_training.vision_pretrain import QwenTowerProbe
+
+    arch = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32})
+
+    def tinted(n, seed):  # frame 0 tinted by the shape/colour label, the last frame by the motion label
+        g = torch.Generator().manual_seed(seed)
+        ys = torch.randint(0, 3, (n, 3), generator=g)
+        ys[:, 1] = ys[:, 0]
+
+        def frames(label):
+            x = torch.full((n, 3, 32, 32), 60.0)
+            x[torch.arange(n), label] = 180.0
+            return (x + torch.randint(-40, 40, x.shape, generator=g)).clamp(0, 255).to(torch.uint8)
+
+        return frames(ys[:, 0]), frames(ys[:, 2]), ys
+
+    train, test = tinted(64, 0), tinted(32, 1)
+    torch.set_num_threads(1)
+    model, curve = train_tower(arch, steps=30, lr=3e-3, batch=16, warmup=3, device="cpu", train=train, test=test,
+                               classes=(3, 3, 3), every=30, log=lambda s: None)
+    assert isinstance(model, QwenTowerProbe)
+    # shape/colour come from the first frame pair and motion from the last: 30 steps learn both
+    assert curve[-1]["shape"] > 0.9 and curve[-1]["motion"] > 0.9
+    save_tower(model, arch, tmp_path / "tower", {"final": curve[-1]})
+    from vidspec.draft_training.testing import QWEN_OPTIONS
+
+    kw = dict(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4, adapter_options=QWEN_OPTIONS)
+    sft = VLMSFTModule(**kw, vision_init=str(tmp_path / "tower"), freeze_vision=True)
+    got = sft.model.model.visual.state_dict()
+    assert set(got) == set(model.tower.state_dict())  # the merger too
+    for k, v in model.tower.state_dict().items():
+        assert torch.equal(got[k], v), k
+    assert not any(p.requires_grad for p in sft.model.model.visual.parameters())
+    # a tower whose merger projects into another width does not load
+    wide = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32, "hidden_size": 128})
+    with pytest.raises(ConfigError, match="does not fit"):
+        VLMSFTModule(**{**kw, "arch": wide}, vision_init=str(tmp_path / "tower"))

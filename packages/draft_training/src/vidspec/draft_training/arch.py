@@ -125,7 +125,6 @@ def build_hf_config(arch: ArchConfig, tokenizer):
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     eos = tokenizer.convert_tokens_to_ids("<|im_end|>")
     inter = arch.intermediate_size or 4 * arch.hidden_size
-    v_inter = arch.vision_intermediate_size or 2 * arch.vision_hidden_size
     text = dict(
         vocab_size=len(tokenizer),
         hidden_size=arch.hidden_size,
@@ -147,20 +146,7 @@ def build_hf_config(arch: ArchConfig, tokenizer):
         text["rope_parameters"] = {"rope_type": "default", "rope_theta": arch.rope_theta, "mrope_section": section}
         return Qwen2_5_VLConfig(
             text_config=text,
-            vision_config=dict(
-                depth=arch.vision_layers,
-                hidden_size=arch.vision_hidden_size,
-                intermediate_size=v_inter,
-                num_heads=arch.vision_heads,
-                out_hidden_size=arch.hidden_size,
-                patch_size=arch.patch_size,
-                spatial_merge_size=2,
-                temporal_patch_size=2,
-                window_size=arch.window_size,
-                # The last block attends over the whole frame pair; the others within windows.
-                fullatt_block_indexes=[arch.vision_layers - 1],
-                tokens_per_second=2,
-            ),
+            vision_config=qwen_vision_config(arch),
             image_token_id=ids["<|image_pad|>"],
             video_token_id=ids["<|video_pad|>"],
             vision_start_token_id=ids["<|vision_start|>"],
@@ -180,6 +166,25 @@ def build_hf_config(arch: ArchConfig, tokenizer):
         vision_feature_select_strategy="full",
         image_grid_pinpoints=[[arch.image_size, arch.image_size]],
         tie_word_embeddings=arch.tie_word_embeddings,
+    )
+
+
+def qwen_vision_config(arch: ArchConfig) -> dict:
+    """The vision-tower config of a Qwen2.5-VL ``arch`` (also what vision pretraining builds): its merger
+    projects into the language model's width, ``arch.hidden_size``."""
+    return dict(
+        depth=arch.vision_layers,
+        hidden_size=arch.vision_hidden_size,
+        intermediate_size=arch.vision_intermediate_size or 2 * arch.vision_hidden_size,
+        num_heads=arch.vision_heads,
+        out_hidden_size=arch.hidden_size,
+        patch_size=arch.patch_size,
+        spatial_merge_size=2,
+        temporal_patch_size=2,
+        window_size=arch.window_size,
+        # The last block attends over the whole frame pair; the others within windows.
+        fullatt_block_indexes=[arch.vision_layers - 1],
+        tokens_per_second=2,
     )
 
 

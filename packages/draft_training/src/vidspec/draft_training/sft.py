@@ -101,9 +101,10 @@ class VLMSFTModule(L.LightningModule):
         optim: optimizer and schedule.
         attn_implementation: transformers attention kernel ("sdpa", "eager", "flash_attention_2").
         gradient_checkpointing: recompute activations in backward (saves memory on deep targets).
-        vision_init: LLaVA-OV only: a pretrained SigLIP tower (a folder written by
-            :func:`vidspec.draft_training.vision_pretrain.save_tower`) copied into the model's vision
-            tower before training; its sizes must match ``arch``.
+        vision_init: a pretrained vision tower (a folder written by
+            :func:`vidspec.draft_training.vision_pretrain.save_tower`: LLaVA-OV's SigLIP tower, or
+            Qwen2.5-VL's tower with its merger) copied into the model before training; its family and
+            sizes must match ``arch``.
         grouped_vision_attention: Qwen2.5-VL with sdpa: attend all of a vision layer's windows in one
             call per window length instead of transformers' one call per window
             (:mod:`vidspec.draft_training.qwen_vision`; the same outputs and gradients to float rounding).
@@ -168,11 +169,10 @@ class VLMSFTModule(L.LightningModule):
 
             use_grouped_vision_attention(self.model)
         if vision_init:
-            if self.family != "llava-ov":
-                raise ConfigError(f"vision_init is for LLaVA-OV's SigLIP tower; this model is {self.family}")
             from vidspec.draft_training.vision_pretrain import load_tower_into
 
-            load_tower_into(self.model.model.vision_tower, vision_init, asdict(arch) if arch else None)
+            tower = self.model.model.vision_tower if self.family == "llava-ov" else self.model.model.visual
+            load_tower_into(tower, vision_init, asdict(arch) if arch else None)
         if freeze_vision:
             tower = self.model.model.vision_tower if self.family == "llava-ov" else self.model.model.visual
             for p in tower.parameters():

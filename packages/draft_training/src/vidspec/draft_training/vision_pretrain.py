@@ -1,4 +1,4 @@
-"""Supervised pretraining of a LLaVA-OV testbed's SigLIP tower on rendered SynthVid frames.
+"""Supervised pretraining of a testbed's vision tower (LLaVA-OV's SigLIP or Qwen2.5-VL's) on rendered SynthVid frames.
 
 Real Video-LLMs start from a pretrained vision encoder; a testbed built from scratch does not, and
 a from-scratch SigLIP tower learns shapes slowly when its only signal comes through the language
@@ -12,6 +12,11 @@ tower the analogue of ImageNet pretraining: one-object scenes of the SynthVid *t
 
 The read-out heads are dropped; the tower is saved as ``tower.safetensors`` + ``tower.json`` (the
 ArchConfig fields it was built from) and loaded by ``VLMSFTModule(vision_init=DIR)``.
+
+A Qwen2.5-VL tower (``arch.family == "qwen2.5-vl"``, :class:`QwenTowerProbe`) reads frames in pairs
+(its temporal patch is 2), so each scene becomes the clip [first, first, last, last]: shape and
+colour are read from the first pair's merged tokens, motion from both pairs'. Its merger, which
+projects into the language model's width (``arch.hidden_size``), is pretrained with it.
 
 This module takes the frames and labels as tensors (training does not import the evaluation
 package, where SynthVid lives); ``benchmarks/vision_learnability.py --save DIR`` renders the
@@ -31,7 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from vidspec.draft_training.arch import ArchConfig, siglip_vision_config
+from vidspec.draft_training.arch import ArchConfig, qwen_vision_config, siglip_vision_config
 
 TOWER_FILE = "tower.safetensors"
 TOWER_CONFIG = "tower.json"
@@ -67,7 +72,61 @@ class TowerProbe(nn.Module):
         return self.shape(pooled), self.colour(pooled), self.motion(torch.cat([f, l_], 1).flatten(1))
 
 
-def evaluate(model: TowerProbe, test, batch: int = 500) -> dict[str, float]:
+def patchify_batch(frames: torch.Tensor, patch: int, temporal: int = 2, merge: int = 2) -> torch.Tensor:
+    """``(B, T, H, W, 3) uint8`` -> Qwen2.5-VL's flattened patches, video after video.
+
+    The batched form of ``vidspec.decoding.models.qwen2_5_vl.patchify`` (CLIP-normalised, each
+    ``merge x merge`` block of patches contiguous); ``T`` must be a multiple of ``temporal``.
+    """
+    from vidspec.decoding.models.qwen2_5_vl import CLIP_MEAN, CLIP_STD
+
+    b, t, h, w, c = frames.shape
+    x = frames.float() / 255.0
+    x = (x - x.new_tensor(CLIP_MEAN)) / x.new_tensor(CLIP_STD)
+    x = x.permute(0, 1, 4, 2, 3)  # (B, T, C, H, W)
+    gt, gh, gw = t // temporal, h // patch, w // patch
+    x = x.reshape(b, gt, temporal, c, gh // merge, merge, patch, gw // merge, merge, patch)
+    x = x.permute(0, 1, 4, 7, 5, 8, 3, 2, 6, 9)
+    return x.reshape(b * gt * gh * gw, c * temporal * patch * patch)
+
+
+class QwenTowerProbe(nn.Module):
+    """Qwen2.5-VL's vision tower (with its merger) of ``arch`` and three linear attribute read-outs."""
+
+    def __init__(self, arch: ArchConfig, classes: tuple[int, int, int]):
+        super().__init__()
+        from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
+            Qwen2_5_VisionTransformerPretrainedModel,
+        )
+
+        config = Qwen2_5_VLVisionConfig(**qwen_vision_config(arch))
+        config._attn_implementation = "sdpa"
+        self.tower = Qwen2_5_VisionTransformerPretrainedModel(config)
+        from vidspec.draft_training.qwen_vision import use_grouped_vision_attention
+
+        use_grouped_vision_attention(self.tower)
+        self.patch = arch.patch_size
+        side = arch.image_size // arch.patch_size // 2  # merged units a side
+        d = arch.hidden_size
+        self.units = side * side
+        self.shape = nn.Linear(d, classes[0])
+        self.colour = nn.Linear(d, classes[1])
+        self.motion = nn.Linear(2 * self.units * d, classes[2])
+
+    def forward(self, first: torch.Tensor, last: torch.Tensor):
+        """``first``, ``last``: ``(B, 3, H, W) uint8`` frames, as :class:`TowerProbe` takes them."""
+        b, _, h, w = first.shape
+        first, last = first.permute(0, 2, 3, 1), last.permute(0, 2, 3, 1)
+        clip = torch.stack([first, first, last, last], dim=1)  # two frame pairs, (B, 4, H, W, 3)
+        grid = first.new_tensor([[2, h // self.patch, w // self.patch]], dtype=torch.long).expand(b, 3)
+        tok = self.tower(patchify_batch(clip, self.patch), grid_thw=grid).pooler_output
+        tok = tok.view(b, 2, -1, tok.shape[-1])
+        pooled = tok[:, 0].mean(1)
+        return self.shape(pooled), self.colour(pooled), self.motion(tok.flatten(1))
+
+
+def evaluate(model: nn.Module, test, batch: int = 500) -> dict[str, float]:
     tf, tl, ty = test
     model.eval()
     right = [0.0, 0.0, 0.0]
@@ -82,10 +141,11 @@ def evaluate(model: TowerProbe, test, batch: int = 500) -> dict[str, float]:
 
 
 def train_tower(arch: ArchConfig, steps: int, lr: float, batch: int, warmup: int, device: str,
-                train, test, classes, every: int = 500, label: str = "", log=print) -> tuple[TowerProbe, list[dict]]:
-    """Train a :class:`TowerProbe`; returns it and the held-out curve (one row per ``every`` steps)."""
+                train, test, classes, every: int = 500, label: str = "", log=print) -> tuple[nn.Module, list[dict]]:
+    """Train a :class:`TowerProbe` (a :class:`QwenTowerProbe` for a Qwen2.5-VL ``arch``); returns it and the
+    held-out curve (one row per ``every`` steps)."""
     torch.manual_seed(0)
-    model = TowerProbe(arch, classes).to(device)
+    model = (QwenTowerProbe if arch.family == "qwen2.5-vl" else TowerProbe)(arch, classes).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
 
     def factor(s: int) -> float:
@@ -113,7 +173,7 @@ def train_tower(arch: ArchConfig, steps: int, lr: float, batch: int, warmup: int
     return model, curve
 
 
-def save_tower(model: TowerProbe, arch: ArchConfig, out: str | Path, metrics: dict | None = None) -> Path:
+def save_tower(model: nn.Module, arch: ArchConfig, out: str | Path, metrics: dict | None = None) -> Path:
     from safetensors.torch import save_file
 
     out = Path(out)
@@ -125,7 +185,8 @@ def save_tower(model: TowerProbe, arch: ArchConfig, out: str | Path, metrics: di
 
 
 def load_tower_into(vision_tower: nn.Module, path: str | Path, arch: dict | None = None) -> None:
-    """Copy a saved tower into a LLaVA-OV model's ``vision_tower`` (shapes must match exactly).
+    """Copy a saved tower into a model's vision tower (LLaVA-OV's ``vision_tower``, Qwen2.5-VL's ``visual``;
+    shapes must match exactly).
 
     Raises:
         ConfigError: no tower at ``path``, or a tower of other sizes.
@@ -144,7 +205,8 @@ def load_tower_into(vision_tower: nn.Module, path: str | Path, arch: dict | None
     bad = [k for k in state if k in own and own[k].shape != state[k].shape]
     if missing or bad or set(state) - set(own):
         saved = json.loads((f.parent / TOWER_CONFIG).read_text()).get("arch", {}) if (f.parent / TOWER_CONFIG).is_file() else {}
-        want = {k: (arch or {}).get(k) for k in ("vision_hidden_size", "vision_layers", "vision_heads", "image_size", "patch_size")}
+        want = {k: (arch or {}).get(k) for k in ("family", "vision_hidden_size", "vision_layers", "vision_heads", "image_size",
+                                                     "patch_size", "hidden_size")}
         have = {k: saved.get(k) for k in want}
         raise ConfigError(f"vision_init {str(path)!r} does not fit this model's vision tower (tower {have}, model {want})")
     vision_tower.load_state_dict(state, strict=True)
