@@ -106,3 +106,28 @@ def test_sparrow_teacher_uses_the_grouped_attention_with_the_same_features(tiny_
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
             compared += 1
     assert compared >= 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_grouped_attention_equals_the_loop_on_cuda_in_bf16(tiny_dataset):
+    """On CUDA under bf16 autocast (the training precision), the grouped tower's outputs and gradients match."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))
+    hf = _tower(tok).cuda()
+    ours = copy.deepcopy(hf)
+    use_grouped_vision_attention(ours)
+    grid = torch.tensor([(4, 8, 8)] * 8 + [(2, 20, 24)], device="cuda")
+    cfg = hf.config
+    per_patch = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
+    pix = torch.randn(int(grid.prod(-1).sum()), per_patch, device="cuda")
+    outs, grads = [], []
+    for tower in (hf, ours):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = tower(pix, grid_thw=grid).pooler_output.float()
+        out.square().mean().backward()
+        outs.append(out.detach())
+        grads.append(tower.blocks[0].attn.qkv.weight.grad.float())
+    torch.testing.assert_close(outs[1], outs[0], rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(grads[1], grads[0], rtol=5e-2, atol=5e-3)
