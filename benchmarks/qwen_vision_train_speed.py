@@ -29,17 +29,18 @@ import torch
 
 
 def build_tower(hidden: int, layers: int, heads: int, patch: int, window: int):
-    from transformers import AutoTokenizer
+    """The Qwen2.5-VL vision tower (with its merger into a 64-wide language model) of the testbed's ArchConfig."""
+    from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VisionTransformerPretrainedModel
 
-    from vidspec.draft_training.arch import ArchConfig, build_hf_config, hf_model_class
+    from vidspec.draft_training.arch import ArchConfig, qwen_vision_config
 
-    tok = AutoTokenizer.from_pretrained(str(Path(__file__).resolve().parents[1] / "data/releases/synthvid-target"))
     arch = ArchConfig(family="qwen2.5-vl", hidden_size=64, num_layers=1, num_heads=4, num_kv_heads=2,
                       vision_hidden_size=hidden, vision_layers=layers, vision_heads=heads, patch_size=patch,
                       window_size=window)
-    config = build_hf_config(arch, tok)
+    config = Qwen2_5_VLVisionConfig(**qwen_vision_config(arch))
     config._attn_implementation = "sdpa"
-    return hf_model_class("qwen2.5-vl")(config).model.visual
+    return Qwen2_5_VisionTransformerPretrainedModel(config)
 
 
 def machine_info(device: torch.device) -> dict:
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
+    from vidspec.decoding.fast.vision import window_plan
     from vidspec.draft_training.qwen_vision import use_grouped_vision_attention
 
     device = torch.device(args.device)
@@ -77,7 +79,9 @@ def main(argv: list[str] | None = None) -> dict:
     grid = torch.tensor([[t, side, side]] * args.batch, device=device)
     per_patch = cfg.in_channels * cfg.temporal_patch_size * cfg.patch_size ** 2
     pix = torch.randn(int(grid.prod(-1).sum()), per_patch, device=device)
-    windows = args.batch * t * max(1, -(-side // (args.window // cfg.patch_size))) ** 2
+    merge = cfg.spatial_merge_size
+    _, win_lengths, _ = window_plan(grid.tolist(), merge, args.window // merge // cfg.patch_size)
+    windows = len(win_lengths)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
 
     def step(tower) -> float:

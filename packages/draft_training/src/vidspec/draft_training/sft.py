@@ -171,11 +171,9 @@ class VLMSFTModule(L.LightningModule):
         if vision_init:
             from vidspec.draft_training.vision_pretrain import load_tower_into
 
-            tower = self.model.model.vision_tower if self.family == "llava-ov" else self.model.model.visual
-            load_tower_into(tower, vision_init, asdict(arch) if arch else None)
+            load_tower_into(self.vision_tower, vision_init, asdict(arch) if arch else None)
         if freeze_vision:
-            tower = self.model.model.vision_tower if self.family == "llava-ov" else self.model.model.visual
-            for p in tower.parameters():
+            for p in self.vision_tower.parameters():
                 p.requires_grad_(False)
         if self.family == "llava-ov":
             # LLaVA-OV reads SigLIP's last hidden state before its final norm, and never its pooling
@@ -188,6 +186,11 @@ class VLMSFTModule(L.LightningModule):
         self.vidspec_run_config: dict | None = None  # the resolved CLI config, set by `vidspec train`
         self._last_step_t: float | None = None
         self._skipped_nonfinite = 0
+
+    @property
+    def vision_tower(self) -> torch.nn.Module:
+        """The model's vision tower: LLaVA-OV's SigLIP ``vision_tower``, Qwen2.5-VL's ``visual`` (with its merger)."""
+        return self.model.model.visual if self.family == "qwen2.5-vl" else self.model.model.vision_tower
 
     # ---- the contract the datamodule and exporters use ---------------------------------------
     def input_spec(self) -> InputSpec:
@@ -206,8 +209,7 @@ class VLMSFTModule(L.LightningModule):
         kw = {k: batch[k] for k in VISION_KEYS[self.family] if k in batch}
         pix = kw.get("pixel_values_videos")
         if pix is not None:
-            tower = self.model.model.visual if self.family == "qwen2.5-vl" else self.model.model.vision_tower
-            kw["pixel_values_videos"] = pix.to(next(tower.parameters()).dtype)
+            kw["pixel_values_videos"] = pix.to(next(self.vision_tower.parameters()).dtype)
         return kw
 
     def hidden_states(self, batch: dict[str, Any]) -> torch.Tensor:

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from vidspec.decoding.models.qwen2_5_vl import patchify_batch
 from vidspec.draft_training.arch import ArchConfig, qwen_vision_config, siglip_vision_config
 
 TOWER_FILE = "tower.safetensors"
@@ -72,24 +73,6 @@ class TowerProbe(nn.Module):
         return self.shape(pooled), self.colour(pooled), self.motion(torch.cat([f, l_], 1).flatten(1))
 
 
-def patchify_batch(frames: torch.Tensor, patch: int, temporal: int = 2, merge: int = 2) -> torch.Tensor:
-    """``(B, T, H, W, 3) uint8`` -> Qwen2.5-VL's flattened patches, video after video.
-
-    The batched form of ``vidspec.decoding.models.qwen2_5_vl.patchify`` (CLIP-normalised, each
-    ``merge x merge`` block of patches contiguous); ``T`` must be a multiple of ``temporal``.
-    """
-    from vidspec.decoding.models.qwen2_5_vl import CLIP_MEAN, CLIP_STD
-
-    b, t, h, w, c = frames.shape
-    x = frames.float() / 255.0
-    x = (x - x.new_tensor(CLIP_MEAN)) / x.new_tensor(CLIP_STD)
-    x = x.permute(0, 1, 4, 2, 3)  # (B, T, C, H, W)
-    gt, gh, gw = t // temporal, h // patch, w // patch
-    x = x.reshape(b, gt, temporal, c, gh // merge, merge, patch, gw // merge, merge, patch)
-    x = x.permute(0, 1, 4, 7, 5, 8, 3, 2, 6, 9)
-    return x.reshape(b * gt * gh * gw, c * temporal * patch * patch)
-
-
 class QwenTowerProbe(nn.Module):
     """Qwen2.5-VL's vision tower (with its merger) of ``arch`` and three linear attribute read-outs."""
 
@@ -107,12 +90,11 @@ class QwenTowerProbe(nn.Module):
 
         use_grouped_vision_attention(self.tower)
         self.patch = arch.patch_size
-        side = arch.image_size // arch.patch_size // 2  # merged units a side
+        units = (arch.image_size // arch.patch_size // 2) ** 2  # merged tokens of one frame pair
         d = arch.hidden_size
-        self.units = side * side
         self.shape = nn.Linear(d, classes[0])
         self.colour = nn.Linear(d, classes[1])
-        self.motion = nn.Linear(2 * self.units * d, classes[2])
+        self.motion = nn.Linear(2 * units * d, classes[2])
 
     def forward(self, first: torch.Tensor, last: torch.Tensor):
         """``first``, ``last``: ``(B, 3, H, W) uint8`` frames, as :class:`TowerProbe` takes them."""

@@ -414,19 +414,20 @@ def decode_sample(decoder, sample: Sample, max_new_tokens: int,
     ``shared``: the (clip, read seconds) of a read made once for every method of this sample
     (``EvalConfig.share_video``); the decode uses that clip and counts that read as its own.
     """
-    device = decoder.target.device
-    _sync(device)
-    t0 = time.perf_counter()
-    if shared is None:
-        clip = decoder.target.read_video(sample.video_path)
-        video_s = time.perf_counter() - t0
-    else:
-        clip, video_s = shared
+    clip, video_s = shared if shared is not None else read_clip(decoder, sample)
     t1 = time.perf_counter()
     result = decoder.generate(Request(prompt=sample.prompt, clip=clip), max_new_tokens=max_new_tokens)
-    _sync(device)
+    _sync(decoder.target.device)
     t2 = time.perf_counter()
     return result, video_s, video_s + (t2 - t1)
+
+
+def read_clip(decoder, sample: Sample) -> tuple[Any, float]:
+    """Read a sample's video for ``decoder``'s target; returns (clip, seconds), the device synchronised first."""
+    _sync(decoder.target.device)
+    t0 = time.perf_counter()
+    clip = decoder.target.read_video(sample.video_path)
+    return clip, time.perf_counter() - t0
 
 
 class SharedReads:
@@ -437,19 +438,14 @@ class SharedReads:
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled
-        self.reads = 0
-        self._last: tuple[str, Any, float] | None = None
+        self._last: tuple[str, tuple[Any, float]] | None = None
 
     def get(self, decoder, sample: Sample) -> tuple[Any, float] | None:
         if not self.enabled:
             return None
         if self._last is None or self._last[0] != sample.sample_id:
-            _sync(decoder.target.device)
-            t0 = time.perf_counter()
-            clip = decoder.target.read_video(sample.video_path)
-            self._last = (sample.sample_id, clip, time.perf_counter() - t0)
-            self.reads += 1
-        return self._last[1], self._last[2]
+            self._last = (sample.sample_id, read_clip(decoder, sample))
+        return self._last[1]
 
 
 def fidelity(sample: Sample, text: str) -> dict[str, Any]:

@@ -13,12 +13,31 @@ CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
-def patchify(frames: np.ndarray, patch_size: int, temporal_patch_size: int, merge_size: int) -> tuple[torch.Tensor, tuple[int, int, int]]:
-    """Normalise and cut frames into the flattened patches Qwen2.5-VL's vision tower reads.
+def patchify_batch(frames: torch.Tensor, patch: int, temporal: int = 2, merge: int = 2) -> torch.Tensor:
+    """``(B, T, H, W, 3) uint8`` videos -> Qwen2.5-VL's flattened patches, video after video.
 
-    The layout follows the Qwen2-VL processors: frames are padded to a multiple of the temporal
-    patch by repeating the last one, and patches are ordered so that each ``merge_size x
-    merge_size`` block of neighbouring patches is contiguous (the vision tower merges them).
+    CLIP-normalised, and ordered as the Qwen2-VL processors order them: each ``merge x merge`` block
+    of neighbouring patches is contiguous (the vision tower merges them). ``T`` must be a multiple of
+    ``temporal`` and H, W multiples of ``patch * merge``.
+
+    Returns:
+        ``(B * grid_t * grid_h * grid_w, 3 * temporal * patch**2) float32``.
+    """
+    b, t, h, w, c = frames.shape
+    x = frames.float() / 255.0
+    x = (x - x.new_tensor(CLIP_MEAN)) / x.new_tensor(CLIP_STD)
+    x = x.permute(0, 1, 4, 2, 3)  # (B, T, C, H, W)
+    gt, gh, gw = t // temporal, h // patch, w // patch
+    x = x.reshape(b, gt, temporal, c, gh // merge, merge, patch, gw // merge, merge, patch)
+    x = x.permute(0, 1, 4, 7, 5, 8, 3, 2, 6, 9)
+    return x.reshape(b * gt * gh * gw, c * temporal * patch * patch)
+
+
+def patchify(frames: np.ndarray, patch_size: int, temporal_patch_size: int, merge_size: int) -> tuple[torch.Tensor, tuple[int, int, int]]:
+    """Normalise and cut one video's frames into the flattened patches Qwen2.5-VL's vision tower reads.
+
+    Frames are padded to a multiple of the temporal patch by repeating the last one, as the Qwen2-VL
+    processors do; the layout is :func:`patchify_batch`'s.
 
     Args:
         frames: ``(T, H, W, 3) uint8`` with H, W multiples of ``patch_size * merge_size``.
@@ -27,19 +46,13 @@ def patchify(frames: np.ndarray, patch_size: int, temporal_patch_size: int, merg
         ``(grid_t * grid_h * grid_w, 3 * temporal_patch_size * patch_size**2) float32`` patches and
         the grid ``(grid_t, grid_h, grid_w)``.
     """
-    x = frames.astype(np.float32) / 255.0
-    x = (x - np.asarray(CLIP_MEAN, np.float32)) / np.asarray(CLIP_STD, np.float32)
-    x = x.transpose(0, 3, 1, 2)  # (T, C, H, W)
-    t = x.shape[0]
+    t, h, w, _ = frames.shape
     if t % temporal_patch_size:
         pad = temporal_patch_size - t % temporal_patch_size
-        x = np.concatenate([x, np.repeat(x[-1:], pad, axis=0)], axis=0)
-    t, c, h, w = x.shape
-    gt, gh, gw = t // temporal_patch_size, h // patch_size, w // patch_size
-    x = x.reshape(gt, temporal_patch_size, c, gh // merge_size, merge_size, patch_size, gw // merge_size, merge_size, patch_size)
-    x = x.transpose(0, 3, 6, 4, 7, 2, 1, 5, 8)
-    flat = x.reshape(gt * gh * gw, c * temporal_patch_size * patch_size * patch_size)
-    return torch.from_numpy(np.ascontiguousarray(flat)), (gt, gh, gw)
+        frames = np.concatenate([frames, np.repeat(frames[-1:], pad, axis=0)], axis=0)
+    x = torch.from_numpy(np.ascontiguousarray(frames))[None]
+    flat = patchify_batch(x, patch_size, temporal_patch_size, merge_size)
+    return flat, (frames.shape[0] // temporal_patch_size, h // patch_size, w // patch_size)
 
 
 class Qwen2_5_VLTarget(HFVideoTarget):
