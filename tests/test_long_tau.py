@@ -36,6 +36,20 @@ def test_split_blames_the_target_when_its_long_caption_degenerates():
     assert lo["clean_captions"] == 2 and lo["tau_not_clean"] == 2.0 and lo["tau_clean"] == 7.5
     assert abs(doc["bar"]["ratio"] - (17 / 3) / 8) < 1e-9 and not doc["bar"]["met"]
     assert doc["bar"]["ratio_clean_at_every_length"] == 1.0  # the draft kept up where the target did
+    assert doc["same_text_at_every_length"] == 2  # "b" changed its caption with the length
+    assert doc["bar"]["ratio_same_text_at_every_length"] == 1.0
+
+
+def test_same_text_split_separates_a_caption_that_changes_with_the_length():
+    still = "We see the red circle, which remains still during the clip. Nothing disappears."
+    moves = "We see the red circle, which slowly slides left during the clip. Nothing disappears."
+    short = _recs({"a": 9.0, "b": 9.0, "c": 9.0}, {"a": still, "b": still, "c": moves})
+    long_ = _recs({"a": 9.0, "b": 6.0, "c": 4.5}, {"a": still, "b": moves, "c": moves})
+    doc = analyse([(64, short), (1536, long_)])
+    # every caption is spelt right, so the spelling split sees the whole drop; the text split finds it in "b"
+    assert doc["clean_at_every_length"] == 3 and doc["same_text_at_every_length"] == 2
+    assert doc["lengths"]["1536"]["tau_same_text_at_every_length"] == (9.0 + 4.5) / 2
+    assert doc["bar"]["ratio_same_text_at_every_length"] == 0.75
 
 
 def test_session12_archive_reproduces_the_summary_tau(tmp_path):
