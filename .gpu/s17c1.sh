@@ -8,7 +8,7 @@
 #   call 3: LIMIT=<seconds left - 20> bash .gpu/s17c2.sh (its Sparrow 103 s, then every method at 64 and 1536 frames)
 source .gpu/setup.sh; date
 H=$PWD/runs/h17; X=$OUT/x17; mkdir -p $X $H
-( vidspec data synthvid --out $H/synthvid-long1536 --num-videos 10 --seed 2 --preset easy --frames 1536 --size 64x64 \
+( vidspec data synthvid --out $H/synthvid-long1536 --num-videos ${LONG_LIMIT:-10} --seed 2 --preset easy --frames 1536 --size 64x64 \
     --styles alpha:1,beta:1 --captions-per-video 2 --split validation=1 --workers 2 --no-progress true > $X/longset.log 2>&1; \
   echo "longset rc $?" >> $X/longset.log ) &
 OUT=$H PHASES=train WORKERS=12 FIGURES_LIMIT=20 SPARROW_TIME=00:00:01:50 TARGET_STEPS=800 TARGET_TIME=00:00:03:45 \

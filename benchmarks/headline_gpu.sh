@@ -131,6 +131,11 @@ if [[ "$SMOKE" == "1" ]]; then
 fi
 LONG_WORKERS=${LONG_WORKERS:-$WORKERS}
 read -r -a LONG_AUG_ARGS <<< "$LONG_AUGMENT"  # e.g. "--data.frame_repeat [1,2,4] --data.position_stretch [1,2]"
+# LONG_SPARROW_AUGMENT: more `vidspec train fit` arguments for the long pass's Sparrow draft (default none: distilled on
+# the 8-frame clips, as in RESULTS 21.1 and 24). RESULTS 24.2 found the draft losing passes at 1536 frames where the
+# long target's reading differs from its short one; LONG_SPARROW_AUGMENT="$LONG_AUGMENT" distils it on the same long
+# inputs the target was fine-tuned on, so it learns the target's text states at 26k visual tokens.
+read -r -a LONG_SPARROW_AUG_ARGS <<< "${LONG_SPARROW_AUGMENT:-}"
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=$SEED VIDSPEC_LOG_LEVEL=${VIDSPEC_LOG_LEVEL:-INFO}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -259,7 +264,7 @@ if want eval; then
           || { echo "long pass: no $OUT/releases/long-target (LONG_STAGES without target, and none exported yet)" >&2; exit 1; }
         long_release long-sparrow sparrow-tiny-cpu "$LONG_SPARROW_TIME" "$LONG_SPARROW_STEPS" \
           --model.init_args.target "$OUT/releases/long-target" --model.init_args.target_dtype float32 \
-          --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size "$LONG_BATCH"
+          --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size "$LONG_BATCH" "${LONG_SPARROW_AUG_ARGS[@]}"
       fi
       TARGET=$OUT/releases/long-target; SPARROW=$OUT/releases/long-sparrow
       if stage eval && [[ ! -f "$SPARROW/manifest.json" ]]; then

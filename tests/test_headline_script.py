@@ -21,7 +21,7 @@ KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRA
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
          "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA",
-         "LONG_STAGES", "LONG_METHODS")
+         "LONG_STAGES", "LONG_METHODS", "LONG_SPARROW_AUGMENT")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -38,6 +38,7 @@ def test_headline_script_smoke(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in KNOBS}
     env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "LONG_TRAIN": "1", "PY": sys.executable,
                 "LONG_METHODS": "ar,sparrow,lvspec-pst",  # a draft-VLM method on the long set too (issue 9: every method)
+                "LONG_SPARROW_AUGMENT": "--data.frame_repeat [1,2]",  # the long Sparrow distilled on long inputs too
                 "HF_EXTRA": "--k 3",
                 "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
     # The long pass over two calls: the fine-tune alone first (LONG_STAGES=target), then the rest.
@@ -69,6 +70,8 @@ def test_headline_script_smoke(tmp_path):
         assert cfg["share_video"] is True  # and reads each long video once for all its methods
     long_cfg = json.loads((out / "releases" / "long-target" / "manifest.json").read_text())["training_config"]
     assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
+    sparrow_cfg = json.loads((out / "releases" / "long-sparrow" / "manifest.json").read_text())["training_config"]
+    assert sparrow_cfg["data"]["frame_repeat"] == [1, 2]  # LONG_SPARROW_AUGMENT reached the long Sparrow's recipe
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
     assert hf_cfg["target"].endswith("releases/synthvid-target") and hf_cfg["fast_compile"] is True
     assert hf_cfg["share_video"] is False  # the timed runs read per method
