@@ -106,6 +106,11 @@ def test_sparrow_teacher_uses_the_grouped_attention_with_the_same_features(tiny_
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
             compared += 1
     assert compared >= 2
+    # the batched M-RoPE positions (no per-row loop) are transformers' own
+    ref, _ = m.target.model.model.get_rope_index(
+        batch["input_ids"], mm_token_type_ids=batch["mm_token_type_ids"], video_grid_thw=batch["video_grid_thw"],
+        second_per_grid_ts=batch.get("second_per_grid_ts"), attention_mask=batch["attention_mask"])
+    assert torch.equal(grouped["positions"], ref) and torch.equal(plain["positions"], ref)
 
 
 @pytest.mark.gpu
@@ -131,3 +136,75 @@ def test_grouped_attention_equals_the_loop_on_cuda_in_bf16(tiny_dataset):
         grads.append(tower.blocks[0].attn.qkv.weight.grad.float())
     torch.testing.assert_close(outs[1], outs[0], rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(grads[1], grads[0], rtol=5e-2, atol=5e-3)
+
+
+def _qwen_core(tiny_dataset):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))
+    arch = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "window_size": 112})
+    torch.manual_seed(0)
+    return hf_model_class("qwen2.5-vl")(build_hf_config(arch, tok)).model
+
+
+def test_batched_mrope_positions_equal_transformers_get_rope_index(tiny_dataset):
+    """Rows of different video grids, text lengths, frame intervals and padding, and a row without a video."""
+    from vidspec.draft_training.qwen_vision import mrope_position_ids
+
+    core = _qwen_core(tiny_dataset)
+    vc = core.config.vision_config
+    m = vc.spatial_merge_size
+    rows = [(3, (2, 4, 4), 0.5), (7, (4, 4, 8), 1.0), (0, None, None), (1, (1, 8, 4), 2.0), (5, (6, 2, 2), 0.25)]
+    g = torch.Generator().manual_seed(3)
+    seqs, types, grids, spg = [], [], [], []
+    for before, grid, sec in rows:
+        n = 0 if grid is None else grid[0] * (grid[1] // m) * (grid[2] // m)
+        after = int(torch.randint(2, 9, (1,), generator=g))
+        seqs.append(torch.randint(10, 50, (before + n + after,), generator=g))
+        types.append(torch.tensor([0] * before + [2] * n + [0] * after))
+        if grid is not None:
+            grids.append(grid)
+            spg.append(sec)
+    L = max(len(s) for s in seqs) + 2
+    ids = torch.zeros(len(rows), L, dtype=torch.long)
+    tt = torch.zeros_like(ids)
+    mask = torch.zeros_like(ids)
+    for i, (s, t) in enumerate(zip(seqs, types)):
+        off = 0 if i % 2 == 0 else L - len(s)  # right padding on even rows, left on odd ones
+        ids[i, off:off + len(s)], tt[i, off:off + len(s)], mask[i, off:off + len(s)] = s, t, 1
+    grid_thw, sec = torch.tensor(grids), torch.tensor(spg)
+    ref_pos, ref_delta = core.get_rope_index(ids, mm_token_type_ids=tt, video_grid_thw=grid_thw,
+                                             second_per_grid_ts=sec, attention_mask=mask)
+    pos, delta = mrope_position_ids(ids, tt, grid_thw, sec, mask, spatial_merge_size=m,
+                                    tokens_per_second=vc.tokens_per_second)
+    assert torch.equal(pos, ref_pos)
+    assert torch.equal(delta, ref_delta.to(delta.dtype))
+
+
+def test_sft_loss_and_gradients_equal_with_and_without_batched_positions(tiny_dataset):
+    from vidspec.draft_training.data import VideoTextDataModule
+    from vidspec.draft_training.qwen_vision import _TOWER_INDICES
+
+    kw = dict(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["qwen2.5-vl"]), max_frames=4,
+              adapter_options=QWEN_OPTIONS)
+    torch.manual_seed(0)
+    fast = VLMSFTModule(**kw)
+    torch.manual_seed(0)
+    hf = VLMSFTModule(**kw, batched_positions=False)
+    assert fast.hparams["batched_positions"] is True
+    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=3, shuffle=False)
+    dm.attach(fast.input_spec())
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    _TOWER_INDICES.clear()
+    (a, n), (b, nb) = fast.loss(batch), hf.loss(batch)
+    assert n == nb and len(_TOWER_INDICES) == 1  # the tower's indices were built once, for this grid
+    cached = next(iter(_TOWER_INDICES.values()))["video_window_index"]
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    a.backward()
+    b.backward()
+    for (name, p), q in zip(fast.named_parameters(), hf.parameters()):
+        if p.grad is not None or q.grad is not None:
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+    fast.loss(batch)  # the same grid again: read from the table, not rebuilt
+    assert len(_TOWER_INDICES) == 1 and next(iter(_TOWER_INDICES.values()))["video_window_index"] is cached

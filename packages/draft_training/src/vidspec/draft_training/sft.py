@@ -108,6 +108,10 @@ class VLMSFTModule(L.LightningModule):
         grouped_vision_attention: Qwen2.5-VL with sdpa: attend all of a vision layer's windows in one
             call per window length instead of transformers' one call per window
             (:mod:`vidspec.draft_training.qwen_vision`; the same outputs and gradients to float rounding).
+        batched_positions: Qwen2.5-VL: compute the batch's M-RoPE positions and the tower's window
+            indices in batched ops (:func:`vidspec.draft_training.qwen_vision.qwen_forward_kwargs`)
+            instead of transformers' per-row loops, which wait on the device once per row; the same
+            tensors, so the same loss.
         freeze_vision: keep the vision tower's weights fixed (the projector and the language model
             still train), as LLaVA-style recipes do with a pretrained encoder. Fine-tuning a
             pretrained SynthVid tower with the caption loss erased its shape features (linear-probe
@@ -127,6 +131,7 @@ class VLMSFTModule(L.LightningModule):
         vision_init: str | None = None,
         freeze_vision: bool = False,
         grouped_vision_attention: bool = True,
+        batched_positions: bool = True,
     ):
         super().__init__()
         arch = _as(ArchConfig, arch)
@@ -141,7 +146,7 @@ class VLMSFTModule(L.LightningModule):
             "max_frames": max_frames, "adapter_options": adapter_options, "optim": asdict(optim),
             "attn_implementation": attn_implementation, "gradient_checkpointing": gradient_checkpointing,
             "vision_init": vision_init, "freeze_vision": freeze_vision,
-            "grouped_vision_attention": grouped_vision_attention,
+            "grouped_vision_attention": grouped_vision_attention, "batched_positions": batched_positions,
         })
         self.optim = optim
         self.max_frames = max_frames
@@ -164,6 +169,7 @@ class VLMSFTModule(L.LightningModule):
             config._attn_implementation = attn_implementation
             self.model = hf_model_class(arch.family)(config)
         self.family = family_of(self.model.config)
+        self.batched_positions = batched_positions
         if grouped_vision_attention and self.family == "qwen2.5-vl":
             from vidspec.draft_training.qwen_vision import use_grouped_vision_attention
 
@@ -216,6 +222,10 @@ class VLMSFTModule(L.LightningModule):
         """``(B, L, d)`` final hidden states (after the final norm) of the language model."""
         # position_ids: only in batches of the data module's position_stretch (LLaVA-OV, 1-D RoPE).
         extra = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}
+        if self.family == "qwen2.5-vl" and self.batched_positions:  # without transformers' per-row loops
+            from vidspec.draft_training.qwen_vision import qwen_forward_kwargs
+
+            extra = qwen_forward_kwargs(self.model.model, batch)
         out = self.model.model(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
             return_dict=True, **self._vision_kwargs(batch), **extra,

@@ -276,6 +276,14 @@ class SparrowDistillModule(L.LightningModule):
         """``(A, B, L)`` the target's position ids (M-RoPE: A = 3, from ``get_rope_index``)."""
         ids, mask = batch["input_ids"], batch["attention_mask"]
         if self.target.family == "qwen2.5-vl":
+            if batch.get("video_grid_thw") is not None:  # batched, equal to get_rope_index (no per-row loop)
+                from vidspec.draft_training.qwen_vision import mrope_position_ids
+
+                vc = self.target.model.model.config.vision_config
+                return mrope_position_ids(ids, batch["mm_token_type_ids"], batch["video_grid_thw"],
+                                          batch.get("second_per_grid_ts"), mask,
+                                          spatial_merge_size=vc.spatial_merge_size,
+                                          tokens_per_second=vc.tokens_per_second)[0]
             pos, _ = self.target.model.model.get_rope_index(
                 ids, mm_token_type_ids=batch["mm_token_type_ids"], video_grid_thw=batch.get("video_grid_thw"),
                 second_per_grid_ts=batch.get("second_per_grid_ts"), attention_mask=mask)
@@ -296,12 +304,18 @@ class SparrowDistillModule(L.LightningModule):
             return self.feature_cache.lookup(batch, self.draft.fc.weight.device)
         self._ensure_target_device()
         extra = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}  # position_stretch
+        positions = self.target_positions(batch)
+        if self.target.family == "qwen2.5-vl" and batch.get("video_grid_thw") is not None:
+            # the same positions for the target's forward, and its tower's indices once per grid
+            from vidspec.draft_training.qwen_vision import tower_indices
+
+            extra = {"position_ids": positions, **tower_indices(self.target.model.model.visual, batch["video_grid_thw"])}
         out = self.target.model.model(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
             output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch), **extra)
         hs = out.hidden_states
         return {"penult": hs[-2], "mid": hs[self.ivsb_layer], "last": out.last_hidden_state,
-                "positions": self.target_positions(batch)}
+                "positions": positions}
 
     # ---- the draft's batch --------------------------------------------------------------------
     def draft_batch(self, batch: dict[str, Any], feats: dict[str, torch.Tensor]) -> DraftBatch:
