@@ -11,7 +11,7 @@
 test -f runs/h17/releases/synthvid-target/manifest.json || { echo "NO TARGET: machine restarted"; exit 3; }
 source .gpu/setup.sh; date
 H=$PWD/runs/h17; X=$OUT/x17l; mkdir -p $X
-OUT=$H PHASES=eval EVAL_PARTS=long WORKERS=12 LONG_STAGES=${STAGES:-target,sparrow,eval} \
+OUT=$H PHASES=eval EVAL_PARTS=long WORKERS=12 LONG_STAGES=${STAGES:-target,draft,sparrow,eval} \
   LONG_FRAMES=1536 LONG_LIMIT=${LONG_LIMIT:-10} LONG_TRAIN=1 \
   LONG_METHODS=${LONG_METHODS:-ar,sd,lvspec,lvspec-pst,fly,sparrow,sparrow-lvspec-pst} \
   timeout ${LIMIT:-585} bash benchmarks/headline_gpu.sh > $X/eval.log 2>&1; echo "eval rc $?" >> $X/eval.log

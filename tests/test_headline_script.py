@@ -21,7 +21,7 @@ KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRA
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
          "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA",
-         "LONG_STAGES", "LONG_METHODS", "LONG_SPARROW_AUGMENT")
+         "LONG_STAGES", "LONG_METHODS", "LONG_SPARROW_AUGMENT", "LONG_DRAFT", "LONG_DRAFT_TIME", "LONG_DRAFT_STEPS")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -39,12 +39,14 @@ def test_headline_script_smoke(tmp_path):
     env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "LONG_TRAIN": "1", "PY": sys.executable,
                 "LONG_METHODS": "ar,sparrow,lvspec-pst",  # a draft-VLM method on the long set too (issue 9: every method)
                 "LONG_SPARROW_AUGMENT": "--data.frame_repeat [1,2]",  # the long Sparrow distilled on long inputs too
+                "LONG_DRAFT": "1",  # and the draft VLM fine-tuned on them
                 "HF_EXTRA": "--k 3",
                 "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
     # The long pass over two calls: the fine-tune alone first (LONG_STAGES=target), then the rest.
     split, split_s = _run(env | {"LONG_STAGES": "target"})
     assert (out / "releases" / "long-target" / "manifest.json").is_file()
     assert not (out / "releases" / "long-sparrow").exists() and not (out / "eval-long8").exists()
+    assert not (out / "releases" / "long-draft").exists()  # its stage is not in LONG_STAGES=target
     assert "the eval stage is left to a later call" in split.stdout
     first, first_s = _run(env)
     assert "== train long-target: skipped, outputs exist" in first.stdout
@@ -66,13 +68,17 @@ def test_headline_script_smoke(tmp_path):
         # LONG_TRAIN=1: read by the length-augmented target and the Sparrow draft distilled from it
         cfg = json.loads((out / f"eval-{run}" / "config.json").read_text())
         assert cfg["target"].endswith("releases/long-target") and cfg["sparrow"].endswith("releases/long-sparrow")
+        assert cfg["draft"].endswith("releases/long-draft")  # LONG_DRAFT=1: the draft VLM fine-tuned on long inputs
         assert cfg["fast_compile"] is False  # LONG_EVAL_EXTRA's default: the long pass measures tau, not time
         assert cfg["share_video"] is True  # and reads each long video once for all its methods
     long_cfg = json.loads((out / "releases" / "long-target" / "manifest.json").read_text())["training_config"]
     assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
     sparrow_cfg = json.loads((out / "releases" / "long-sparrow" / "manifest.json").read_text())["training_config"]
     assert sparrow_cfg["data"]["frame_repeat"] == [1, 2]  # LONG_SPARROW_AUGMENT reached the long Sparrow's recipe
+    draft_cfg = json.loads((out / "releases" / "long-draft" / "manifest.json").read_text())["training_config"]
+    assert draft_cfg["data"]["frame_repeat"] == [1, 2] and draft_cfg["data"]["caption_styles"] == ["beta"]
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
+    assert hf_cfg["draft"].endswith("data/releases/synthvid-draft")  # and the committed draft VLM
     assert hf_cfg["target"].endswith("releases/synthvid-target") and hf_cfg["fast_compile"] is True
     assert hf_cfg["share_video"] is False  # the timed runs read per method
     # EVAL_EXTRA unset: the published configuration (the probability gate, Sparrow chains at K = 16)
@@ -98,7 +104,7 @@ def test_headline_script_smoke(tmp_path):
     assert "eval-long16: ar warm-up decode" in first.stdout
 
     second, second_s = _run(env)  # same OUT: every phase is done, nothing is recomputed
-    for step in ("train", "eval-captions", "eval-mcq", "eval-hf", "train long-target", "train long-sparrow",
+    for step in ("train", "eval-captions", "eval-mcq", "eval-hf", "train long-target", "train long-draft", "train long-sparrow",
                  "eval-long8", "eval-long16", "replay", "ddp"):
         assert f"== {step}: skipped, outputs exist" in second.stdout, step
     assert "train_releases_gpu.sh PROFILE=gpu" not in second.stdout
