@@ -39,6 +39,9 @@
 # RELEASE_TOWER (PROFILE=release: h128, the committed target's SigLIP tower, 0.56M parameters; h256, the GPU profile's,
 # 2.17M, which probed shape at 0.91 on world version 2 against h128's 0.82, RESULTS 23.3: a target ~23 MB in fp32,
 # within the ~30 MB the releases may take).
+# EXPORT_DTYPE (float32): the Video-LLM releases' saved weights (`vidspec export --dtype`; bfloat16 halves them, so a
+# Qwen2.5-VL pair fits beside the committed LLaVA-OV releases in ~30 MB; the Sparrow draft stays float32 and is
+# distilled from the exported, upcast target, so what it learnt from is what is released).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
 # Resumable by stage: a stage whose release is already exported is skipped, so a run killed by a
 # time limit is finished by running the same command again.
@@ -167,7 +170,8 @@ train() {  # name recipe max_time max_steps extra...; CALL_STEPS=N (env): at mos
       echo "== train $name: its time budget ($max_time) ended the stage at step $now of $steps"
     fi
   fi
-  $VIDSPEC export --ckpt "$run/checkpoints/last.ckpt" --out "$OUT/releases/$name" --overwrite true
+  local dtype=${EXPORT_DTYPE:-float32}; [[ "$name" == sparrow-* ]] && dtype=float32  # Sparrow drafts: float32 only
+  $VIDSPEC export --ckpt "$run/checkpoints/last.ckpt" --out "$OUT/releases/$name" --overwrite true --dtype "$dtype"
   echo "   $(( $(stamp) - start )) s"
 }
 

@@ -168,6 +168,43 @@ def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_data
     assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out / "README.md" / "x")]) == 2
 
 
+def test_export_in_bfloat16_is_half_the_size_and_decodes_as_its_rounded_weights(tmp_path, uninterrupted, tiny_dataset,
+                                                                                  capsys):
+    import torch
+    from safetensors import safe_open
+
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.types import Request
+    from vidspec.draft_training.export import load_module
+
+    ckpt = uninterrupted / "checkpoints" / "last.ckpt"
+    full, half = tmp_path / "f32", tmp_path / "bf16"
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(full)]) == 0
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(half), "--dtype", "bfloat16"]) == 0
+    with safe_open(str(half / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.bfloat16}
+    ratio = (half / "model.safetensors").stat().st_size / (full / "model.safetensors").stat().st_size
+    assert 0.45 < ratio < 0.55, ratio
+    assert json.loads((half / "manifest.json").read_text())["weights_dtype"] == "bfloat16"
+    assert json.loads((full / "manifest.json").read_text())["weights_dtype"] == "float32"
+    # loaded in float32 (the CPU default), it is the trained model with its weights rounded to bfloat16: token
+    # for token the same greedy output as the checkpoint's module after that rounding
+    module, _ = load_module(ckpt)
+    module.model.to(torch.bfloat16).to(torch.float32)
+    video = str(tiny_dataset / "videos" / "v1.mp4")
+    results = []
+    for target in (module.as_target(), load_target(str(half))):
+        assert next(target.model.parameters()).dtype == torch.float32
+        request = Request(prompt="Describe the video in detail.", clip=target.read_video(video))
+        results.append(build_decoder("ar", target=target).generate(request, max_new_tokens=12).token_ids)
+    assert results[0] == results[1] and len(results[0]) > 0
+    capsys.readouterr()
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "x"), "--dtype", "int8"]) == 2
+    err = capsys.readouterr().err
+    assert "--dtype 'int8'" in err and "bfloat16" in err and not (tmp_path / "x").exists()
+
+
 @pytest.mark.parametrize("content,words", [
     ({"vidspec": {"module": "no_such_pkg.mod.Module"}, "state_dict": {}}, ["cannot import", "no_such_pkg.mod.Module"]),
     ({"vidspec": {"module": "vidspec.draft_training.sft.NoSuchModule"}, "state_dict": {}},

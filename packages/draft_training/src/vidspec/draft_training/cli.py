@@ -229,18 +229,20 @@ def train_main(argv: list[str]) -> int:
     return 0
 
 
-def export(ckpt: str, out: str, overwrite: bool = False) -> int:
+def export(ckpt: str, out: str, overwrite: bool = False, dtype: str = "float32") -> int:
     """Export a training checkpoint to a release folder (Hugging Face format + manifest + card).
 
     Args:
         ckpt: the training checkpoint (e.g. runs/X/checkpoints/last.ckpt).
         out: release folder to write.
         overwrite: replace ``out`` if it exists.
+        dtype: weights saved as float32, bfloat16 or float16 (Video-LLM releases; a bfloat16 one is
+            half the size and loads upcast).
     """
     from vidspec.draft_training.export import export_checkpoint
     from vidspec.draft_training.sft import VLMSFTModule  # noqa: F401  (registers its exporter)
 
-    print(export_checkpoint(ckpt, out, overwrite=overwrite))
+    print(export_checkpoint(ckpt, out, overwrite=overwrite, dtype=dtype))
     return 0
 
 
@@ -257,7 +259,7 @@ def export_main(argv: list[str]) -> int:
         cfg = parser.parse_args(normalize_flags(list(argv)))
     except ArgumentError as e:
         raise ConfigError(one_line(e, "invalid configuration")) from None
-    return export(cfg.ckpt, cfg.out, cfg.overwrite)
+    return export(cfg.ckpt, cfg.out, cfg.overwrite, cfg.dtype)
 
 
 if __name__ == "__main__":

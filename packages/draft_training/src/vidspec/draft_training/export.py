@@ -56,12 +56,15 @@ class ExportContext:
         run_config: the resolved ``vidspec train`` config (dict) or None.
         metrics: final logged metrics of the run (``train/loss``, ``val/loss``, ``global_step``...).
         extra: anything the driver adds later.
+        dtype: the dtype the weights are saved in.
     """
 
     ckpt_path: str
     run_config: dict | None
     metrics: dict[str, float]
     extra: dict[str, Any] = field(default_factory=dict)
+    #: "float32", "bfloat16" or "float16"; an exporter that cannot write a narrower one raises ConfigError
+    dtype: str = "float32"
 
 
 #: An exporter writes a module's model files into a folder and returns manifest fields
@@ -102,6 +105,8 @@ def export_vlm(module, out: Path, ctx: ExportContext) -> dict:
     """Exporter of :class:`~vidspec.draft_training.sft.VLMSFTModule`: a plain HF Video-LLM folder."""
     model = module.model
     model.config.name_or_path = str(out)
+    if ctx.dtype != "float32":  # a smaller release; loaders upcast it (load_target(dtype="float32") on CPU)
+        model.to(getattr(torch, ctx.dtype))
     model.save_pretrained(str(out), safe_serialization=True)
     module.tokenizer.save_pretrained(str(out))
     (out / "vidspec.json").write_text(json.dumps(
@@ -256,16 +261,24 @@ def _world_version(data_path: str | None) -> int | None:
     return int(v) if isinstance(v, int) else None
 
 
-def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: bool = False) -> Path:
+#: weight dtypes a release can be saved in
+EXPORT_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: bool = False,
+                      dtype: str = "float32") -> Path:
     """Export a training checkpoint into a release folder (see the module docstring).
 
     The folder is written beside ``out_dir`` and renamed at the end, so a failed export leaves no
-    folder that looks like a release.
+    folder that looks like a release. ``dtype`` narrows the saved weights (a bfloat16 Video-LLM release
+    is half the size; recorded in the manifest as ``weights_dtype``).
 
     Raises:
-        ConfigError: bad checkpoint, unregistered module type, or ``out_dir`` exists (without
-            ``overwrite``).
+        ConfigError: bad checkpoint, unregistered module type, unknown ``dtype`` (or one the module's
+            exporter cannot write), or ``out_dir`` exists (without ``overwrite``).
     """
+    if dtype not in EXPORT_DTYPES:
+        raise ConfigError(f"--dtype {dtype!r}: choose one of {', '.join(EXPORT_DTYPES)}")
     out = Path(out_dir).absolute()
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a release folder")
@@ -273,7 +286,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
         raise ConfigError(f"--out {out} exists and is not empty (pass --overwrite to replace it)")
     module, ckpt = load_module(ckpt_path)
     info = ckpt["vidspec"]
-    ctx = ExportContext(str(ckpt_path), info.get("run_config"), dict(info.get("metrics") or {}))
+    ctx = ExportContext(str(ckpt_path), info.get("run_config"), dict(info.get("metrics") or {}), dtype=dtype)
     fn = exporter_for(module)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
@@ -299,6 +312,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
             "data_world_version": _world_version(data_args.get("path")),
             "metrics": ctx.metrics,
             "fingerprint": fingerprint(tmp),
+            "weights_dtype": dtype,
             "versions": {"torch": torch.__version__, "transformers": _version("transformers"),
                          "lightning": _version("lightning"), "python": platform.python_version()},
             "training_config": ctx.run_config,

@@ -507,6 +507,8 @@ class SparrowDistillModule(L.LightningModule):
 
 def export_sparrow(module: SparrowDistillModule, out: Path, ctx) -> dict:
     """Exporter (``vidspec export``) of :class:`SparrowDistillModule`: a Sparrow release folder."""
+    if getattr(ctx, "dtype", "float32") != "float32":  # a one-layer draft is small; its loader expects float32
+        raise ConfigError(f"--dtype {ctx.dtype}: Sparrow drafts are exported in float32 only")
     draft = module.draft
     manifest = {**module.release_manifest(), "kind": "sparrow-draft", "training_config": ctx.run_config,
                 "metrics": ctx.metrics}
