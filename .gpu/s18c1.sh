@@ -6,7 +6,11 @@
 #   call 1: bash .gpu/s18c1.sh        (~540 s)
 # The exported pair (target and draft VLM in bfloat16, ~9 + ~1 MB, so it fits beside the LLaVA-OV releases) comes back
 # in 15 MB parts (r15-releases.tgz.part-*); its figures are measured on CPU afterwards.
-FAMILY=qwen2.5-vl EXPORT_DTYPE=bfloat16 LIMIT=${LIMIT:-470} bash .gpu/s15c3.sh
+# Budget (470 s): data ~25 s, Qwen tower pretraining 3000 steps (~130 s at session 17's 43 ms a step; 8000, the h128
+# default, would take ~340 s), target SFT 3:00 (900 steps fit if a step is under 200 ms: session 17 measured 278 ms
+# before the batched positions), Sparrow 1:00, figures ~40 s.
+FAMILY=qwen2.5-vl EXPORT_DTYPE=bfloat16 VISION_STEPS=${VISION_STEPS:-3000} TARGET_TIME=${TARGET_TIME:-00:00:03:00} \
+  TARGET_STEPS=${TARGET_STEPS:-900} LIMIT=${LIMIT:-470} bash .gpu/s15c3.sh
 source .gpu/setup.sh >/dev/null
 timeout 70 python3 benchmarks/qwen_sft_step_speed.py --data runs/h15/synthvid --device cuda --batch 128 --steps 10 \
   --out $OUT/qwen_sft_step.json 2>&1 | grep -v -i warn | tail -6

@@ -102,7 +102,11 @@ class QwenTowerProbe(nn.Module):
         first, last = first.permute(0, 2, 3, 1), last.permute(0, 2, 3, 1)
         clip = torch.stack([first, first, last, last], dim=1)  # two frame pairs, (B, 4, H, W, 3)
         grid = first.new_tensor([[2, h // self.patch, w // self.patch]], dtype=torch.long).expand(b, 3)
-        tok = self.tower(patchify_batch(clip, self.patch), grid_thw=grid).pooler_output
+        from vidspec.draft_training.qwen_vision import tower_indices
+
+        # the tower's per-video positions and window order, built once per batch shape (not per video, per step)
+        pre = {k.removeprefix("video_"): v for k, v in tower_indices(self.tower, grid).items()}
+        tok = self.tower(patchify_batch(clip, self.patch), grid_thw=grid, **pre).pooler_output
         tok = tok.view(b, 2, -1, tok.shape[-1])
         pooled = tok[:, 0].mean(1)
         return self.shape(pooled), self.colour(pooled), self.motion(tok.flatten(1))
