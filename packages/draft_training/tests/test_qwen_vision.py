@@ -22,6 +22,16 @@ def _tower(tokenizer, attn="sdpa"):
     return hf_model_class("qwen2.5-vl")(config).model.visual.float()
 
 
+def _first_batch(module, tiny_dataset, batch_size: int = 2, **kw) -> dict:
+    """The first training batch of the tiny dataset, prepared for ``module`` (SFT or Sparrow)."""
+    from vidspec.draft_training.data import VideoTextDataModule
+
+    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=batch_size, shuffle=False, **kw)
+    dm.attach(module.input_spec())
+    dm.setup("fit")
+    return next(iter(dm.train_dataloader()))
+
+
 @pytest.mark.parametrize("grids", [
     [(2, 8, 8), (1, 8, 8)],            # every window one length (frames smaller than a window): one batched call
     [(2, 20, 24), (1, 16, 30), (1, 8, 8)],  # right and bottom edge windows: several lengths, index-gathered
@@ -71,12 +81,7 @@ def test_sft_module_trains_qwen_with_the_grouped_attention(tiny_dataset):
     assert not isinstance(loop.model.model.visual.blocks[0].attn, GroupedQwenVisionAttention)
     # a subclass, not a patched method: the module still pickles and copies (DDP spawn, deep copies)
     assert isinstance(pickle.loads(pickle.dumps(grouped.model.model.visual)).blocks[0].attn, GroupedQwenVisionAttention)
-    from vidspec.draft_training.data import VideoTextDataModule
-
-    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=2, shuffle=False, caption_styles=["alpha"])
-    dm.attach(grouped.input_spec())
-    dm.setup("fit")
-    batch = next(iter(dm.train_dataloader()))
+    batch = _first_batch(grouped, tiny_dataset, caption_styles=["alpha"])
     (a, _), (b, _) = grouped.loss(batch), loop.loss(batch)
     torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     a.backward()
@@ -85,15 +90,11 @@ def test_sft_module_trains_qwen_with_the_grouped_attention(tiny_dataset):
 
 def test_sparrow_teacher_uses_the_grouped_attention_with_the_same_features(tiny_dataset):
     from vidspec.decoding.models import load_target
-    from vidspec.draft_training.data import VideoTextDataModule
     from vidspec.draft_training.sparrow import SparrowDistillModule
 
     m = SparrowDistillModule(target="tiny-qwen2.5-vl")
     assert isinstance(m.target.model.model.visual.blocks[0].attn, GroupedQwenVisionAttention)
-    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=2, shuffle=False, caption_styles=["alpha"])
-    dm.attach(m.input_spec())
-    dm.setup("fit")
-    batch = next(iter(dm.train_dataloader()))
+    batch = _first_batch(m, tiny_dataset, caption_styles=["alpha"])
     grouped = m.target_features(batch)
     m.target = load_target("tiny-qwen2.5-vl", device="cpu", dtype="float32", max_frames=m.target.max_frames)
     m.target.model.eval()
@@ -182,7 +183,6 @@ def test_batched_mrope_positions_equal_transformers_get_rope_index(tiny_dataset)
 
 
 def test_sft_loss_and_gradients_equal_with_and_without_batched_positions(tiny_dataset):
-    from vidspec.draft_training.data import VideoTextDataModule
     from vidspec.draft_training.qwen_vision import _TOWER_INDICES
 
     kw = dict(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["qwen2.5-vl"]), max_frames=4,
@@ -192,10 +192,7 @@ def test_sft_loss_and_gradients_equal_with_and_without_batched_positions(tiny_da
     torch.manual_seed(0)
     hf = VLMSFTModule(**kw, batched_positions=False)
     assert fast.hparams["batched_positions"] is True
-    dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=3, shuffle=False)
-    dm.attach(fast.input_spec())
-    dm.setup("fit")
-    batch = next(iter(dm.train_dataloader()))
+    batch = _first_batch(fast, tiny_dataset, batch_size=3)
     _TOWER_INDICES.clear()
     (a, n), (b, nb) = fast.loss(batch), hf.loss(batch)
     assert n == nb and len(_TOWER_INDICES) == 1  # the tower's indices were built once, for this grid
