@@ -168,7 +168,7 @@ def qwen_forward_kwargs(core: torch.nn.Module, batch: dict) -> dict:
     """``position_ids`` and the tower's indices for ``Qwen2_5_VLModel.forward`` (``core``) on a training batch,
     so neither runs its per-row loop; ``{}`` for a batch without videos (transformers' own path)."""
     grid = batch.get("video_grid_thw")
-    if grid is None or "mm_token_type_ids" not in batch:
+    if grid is None or grid.shape[0] == 0 or "mm_token_type_ids" not in batch:
         return {}
     vc = core.config.vision_config
     pos, _ = mrope_position_ids(batch["input_ids"], batch["mm_token_type_ids"], grid, batch.get("second_per_grid_ts"),

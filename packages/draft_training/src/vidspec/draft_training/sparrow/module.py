@@ -305,11 +305,12 @@ class SparrowDistillModule(L.LightningModule):
         self._ensure_target_device()
         extra = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}  # position_stretch
         positions = self.target_positions(batch)
-        if self.target.family == "qwen2.5-vl" and batch.get("video_grid_thw") is not None:
+        grid = batch.get("video_grid_thw")
+        if self.target.family == "qwen2.5-vl" and grid is not None and grid.shape[0] > 0:
             # the same positions for the target's forward, and its tower's indices once per grid
             from vidspec.draft_training.qwen_vision import tower_indices
 
-            extra = {"position_ids": positions, **tower_indices(self.target.model.model.visual, batch["video_grid_thw"])}
+            extra = {"position_ids": positions, **tower_indices(self.target.model.model.visual, grid)}
         out = self.target.model.model(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
             output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch), **extra)
