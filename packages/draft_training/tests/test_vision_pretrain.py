@@ -55,25 +55,34 @@ def test_tower_of_other_sizes_is_refused(tiny_dataset, tmp_path):
         load_tower_into(torch.nn.Linear(2, 2), fake)
 
 
-def test_freeze_vision_keeps_the_tower_and_trains_the_rest(tiny_dataset, tmp_path):
+@pytest.mark.parametrize("family", ["llava-ov", "qwen2.5-vl"])
+def test_freeze_vision_keeps_the_tower_and_trains_the_rest(tiny_dataset, tmp_path, family):
     from vidspec.draft_training.data import VideoTextDataModule
+    from vidspec.draft_training.testing import QWEN_OPTIONS
 
-    arch = ArchConfig(**ARCH["llava-ov"])
+    arch = ArchConfig(**ARCH[family])
     torch.manual_seed(0)
-    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4, freeze_vision=True)
+    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4, freeze_vision=True,
+                     adapter_options=QWEN_OPTIONS if family == "qwen2.5-vl" else None)
     assert m.hparams["freeze_vision"] is True
     dm = VideoTextDataModule(str(tiny_dataset), tables=["."], batch_size=2, shuffle=False)
     dm.attach(m.input_spec())
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
-    tower0 = {k: v.clone() for k, v in m.model.model.vision_tower.state_dict().items()}
-    proj0 = {k: v.clone() for k, v in m.model.model.multi_modal_projector.state_dict().items()}
+    # the encoder (SigLIP; Qwen's blocks and patch embedding) stays, the projector (LLaVA-OV's multi_modal_projector;
+    # Qwen's merger, inside its tower) trains
+    if family == "llava-ov":
+        encoder, projector = m.model.model.vision_tower, m.model.model.multi_modal_projector
+    else:
+        encoder, projector = m.model.model.visual.blocks, m.model.model.visual.merger
+    tower0 = {k: v.clone() for k, v in encoder.state_dict().items()}
+    proj0 = {k: v.clone() for k, v in projector.state_dict().items()}
     opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-2)
     loss, _ = m.loss(batch)
     loss.backward()
     opt.step()
-    assert all(torch.equal(v, m.model.model.vision_tower.state_dict()[k]) for k, v in tower0.items())
-    assert not all(torch.equal(v, m.model.model.multi_modal_projector.state_dict()[k]) for k, v in proj0.items())
+    assert all(torch.equal(v, encoder.state_dict()[k]) for k, v in tower0.items())
+    assert not all(torch.equal(v, projector.state_dict()[k]) for k, v in proj0.items())
 
 
 def test_batched_patchify_equals_the_decoding_adapters():
@@ -122,7 +131,10 @@ def test_qwen_tower_learns_and_loads_into_the_sft_model(tiny_dataset, tmp_path):
     assert set(got) == set(model.tower.state_dict())  # the merger too
     for k, v in model.tower.state_dict().items():
         assert torch.equal(got[k], v), k
-    assert not any(p.requires_grad for p in sft.model.model.visual.parameters())
+    # frozen but for the merger, Qwen2.5-VL's projector (LLaVA-OV's projector sits outside its tower and trains too)
+    trainable = {n for n, p in sft.model.model.visual.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("merger.") for n in trainable)
+    assert {n for n, _ in sft.model.model.visual.merger.named_parameters()} == {n[len("merger."):] for n in trainable}
     # a tower whose merger projects into another width does not load
     wide = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32, "hidden_size": 128})
     with pytest.raises(ConfigError, match="does not fit"):

@@ -113,7 +113,8 @@ class VLMSFTModule(L.LightningModule):
             instead of transformers' per-row loops, which wait on the device once per row; the same
             tensors, so the same loss.
         freeze_vision: keep the vision tower's weights fixed (the projector and the language model
-            still train), as LLaVA-style recipes do with a pretrained encoder. Fine-tuning a
+            still train: LLaVA-OV's ``multi_modal_projector``, Qwen2.5-VL's ``visual.merger``), as
+            LLaVA-style recipes do with a pretrained encoder. Fine-tuning a
             pretrained SynthVid tower with the caption loss erased its shape features (linear-probe
             shape accuracy 1.00 before SFT, 0.24 after; docs/RESULTS.md section 6).
     """
@@ -179,8 +180,11 @@ class VLMSFTModule(L.LightningModule):
 
             load_tower_into(self.vision_tower, vision_init, asdict(arch) if arch else None)
         if freeze_vision:
-            for p in self.vision_tower.parameters():
-                p.requires_grad_(False)
+            for name, p in self.vision_tower.named_parameters():
+                # Qwen2.5-VL's merger is its projector (LLaVA-OV's multi_modal_projector lives outside the
+                # tower): it keeps training, as the docstring promises for both families
+                if not name.startswith("merger."):
+                    p.requires_grad_(False)
         if self.family == "llava-ov":
             # LLaVA-OV reads SigLIP's last hidden state before its final norm, and never its pooling
             # head: those weights get no gradient, which DDP refuses (unused parameters).
