@@ -32,6 +32,16 @@ def _first_batch(module, tiny_dataset, batch_size: int = 2, **kw) -> dict:
     return next(iter(dm.train_dataloader()))
 
 
+def _twins(tiny_dataset, **change) -> tuple[VLMSFTModule, VLMSFTModule]:
+    """Two tiny Qwen SFT modules with the same weights: the defaults, and the defaults with ``change``."""
+    kw = dict(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["qwen2.5-vl"]), max_frames=4,
+              adapter_options=QWEN_OPTIONS)
+    torch.manual_seed(0)
+    default = VLMSFTModule(**kw)
+    torch.manual_seed(0)
+    return default, VLMSFTModule(**kw, **change)
+
+
 @pytest.mark.parametrize("grids", [
     [(2, 8, 8), (1, 8, 8)],            # every window one length (frames smaller than a window): one batched call
     [(2, 20, 24), (1, 16, 30), (1, 8, 8)],  # right and bottom edge windows: several lengths, index-gathered
@@ -70,12 +80,7 @@ def test_only_sdpa_towers_change(tiny_dataset):
 
 
 def test_sft_module_trains_qwen_with_the_grouped_attention(tiny_dataset):
-    kw = dict(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["qwen2.5-vl"]), max_frames=4,
-              adapter_options=QWEN_OPTIONS)
-    torch.manual_seed(0)
-    grouped = VLMSFTModule(**kw)
-    torch.manual_seed(0)
-    loop = VLMSFTModule(**kw, grouped_vision_attention=False)
+    grouped, loop = _twins(tiny_dataset, grouped_vision_attention=False)
     assert grouped.hparams["grouped_vision_attention"] is True
     assert isinstance(grouped.model.model.visual.blocks[0].attn, GroupedQwenVisionAttention)
     assert not isinstance(loop.model.model.visual.blocks[0].attn, GroupedQwenVisionAttention)
@@ -185,12 +190,7 @@ def test_batched_mrope_positions_equal_transformers_get_rope_index(tiny_dataset)
 def test_sft_loss_and_gradients_equal_with_and_without_batched_positions(tiny_dataset):
     from vidspec.draft_training.qwen_vision import _TOWER_INDICES
 
-    kw = dict(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["qwen2.5-vl"]), max_frames=4,
-              adapter_options=QWEN_OPTIONS)
-    torch.manual_seed(0)
-    fast = VLMSFTModule(**kw)
-    torch.manual_seed(0)
-    hf = VLMSFTModule(**kw, batched_positions=False)
+    fast, hf = _twins(tiny_dataset, batched_positions=False)
     assert fast.hparams["batched_positions"] is True
     batch = _first_batch(fast, tiny_dataset, batch_size=3)
     _TOWER_INDICES.clear()
