@@ -129,3 +129,8 @@ def test_headline_script_refuses_an_unknown_eval_part(tmp_path):
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
                           timeout=60, env=env | {"EVAL_PARTS": "long", "LONG_STAGES": "target,evall"}, cwd=REPO)
     assert proc.returncode == 2 and "unknown long stage evall" in proc.stderr
+    # LONG_DRAFT=1 fine-tunes the draft VLM: without one (DRAFT=none) it is a configuration error, before any work
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
+                          timeout=60, env=env | {"EVAL_PARTS": "long", "LONG_DRAFT": "1", "DRAFT": "none"}, cwd=REPO)
+    assert proc.returncode == 2 and "LONG_DRAFT=1" in proc.stderr and "DRAFT=none" in proc.stderr
+    assert not (tmp_path / "out" / "phases").exists()
