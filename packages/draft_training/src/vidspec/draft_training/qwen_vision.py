@@ -164,14 +164,22 @@ def tower_indices(visual: torch.nn.Module, grid_thw: torch.Tensor) -> dict:
     return dict(hit)  # a copy: the tower pops what it reads
 
 
+def qwen_positions(core: torch.nn.Module, batch: dict) -> torch.Tensor | None:
+    """:func:`mrope_position_ids` ``(3, B, L)`` of a training batch for ``Qwen2_5_VLModel`` ``core`` (its vision
+    config gives the merge and the time scale); None for a batch without videos (transformers' own path)."""
+    grid = batch.get("video_grid_thw")
+    if grid is None or grid.shape[0] == 0 or "mm_token_type_ids" not in batch:
+        return None
+    vc = core.config.vision_config
+    return mrope_position_ids(batch["input_ids"], batch["mm_token_type_ids"], grid, batch.get("second_per_grid_ts"),
+                              batch.get("attention_mask"), spatial_merge_size=vc.spatial_merge_size,
+                              tokens_per_second=vc.tokens_per_second)[0]
+
+
 def qwen_forward_kwargs(core: torch.nn.Module, batch: dict) -> dict:
     """``position_ids`` and the tower's indices for ``Qwen2_5_VLModel.forward`` (``core``) on a training batch,
     so neither runs its per-row loop; ``{}`` for a batch without videos (transformers' own path)."""
-    grid = batch.get("video_grid_thw")
-    if grid is None or grid.shape[0] == 0 or "mm_token_type_ids" not in batch:
+    pos = qwen_positions(core, batch)
+    if pos is None:
         return {}
-    vc = core.config.vision_config
-    pos, _ = mrope_position_ids(batch["input_ids"], batch["mm_token_type_ids"], grid, batch.get("second_per_grid_ts"),
-                                batch.get("attention_mask"), spatial_merge_size=vc.spatial_merge_size,
-                                tokens_per_second=vc.tokens_per_second)
-    return {"position_ids": pos, **tower_indices(core.visual, grid)}
+    return {"position_ids": pos, **tower_indices(core.visual, batch["video_grid_thw"])}

@@ -276,14 +276,11 @@ class SparrowDistillModule(L.LightningModule):
         """``(A, B, L)`` the target's position ids (M-RoPE: A = 3, from ``get_rope_index``)."""
         ids, mask = batch["input_ids"], batch["attention_mask"]
         if self.target.family == "qwen2.5-vl":
-            if batch.get("video_grid_thw") is not None:  # batched, equal to get_rope_index (no per-row loop)
-                from vidspec.draft_training.qwen_vision import mrope_position_ids
+            from vidspec.draft_training.qwen_vision import qwen_positions
 
-                vc = self.target.model.model.config.vision_config
-                return mrope_position_ids(ids, batch["mm_token_type_ids"], batch["video_grid_thw"],
-                                          batch.get("second_per_grid_ts"), mask,
-                                          spatial_merge_size=vc.spatial_merge_size,
-                                          tokens_per_second=vc.tokens_per_second)[0]
+            pos = qwen_positions(self.target.model.model, batch)  # batched, equal to get_rope_index (no per-row loop)
+            if pos is not None:
+                return pos
             pos, _ = self.target.model.model.get_rope_index(
                 ids, mm_token_type_ids=batch["mm_token_type_ids"], video_grid_thw=batch.get("video_grid_thw"),
                 second_per_grid_ts=batch.get("second_per_grid_ts"), attention_mask=mask)
@@ -304,16 +301,15 @@ class SparrowDistillModule(L.LightningModule):
             return self.feature_cache.lookup(batch, self.draft.fc.weight.device)
         self._ensure_target_device()
         extra = {"position_ids": batch["position_ids"]} if "position_ids" in batch else {}  # position_stretch
-        positions = self.target_positions(batch)
-        grid = batch.get("video_grid_thw")
-        if self.target.family == "qwen2.5-vl" and grid is not None and grid.shape[0] > 0:
-            # the same positions for the target's forward, and its tower's indices once per grid
-            from vidspec.draft_training.qwen_vision import tower_indices
+        fast = {}
+        if self.target.family == "qwen2.5-vl":  # the positions and the tower's indices, as the SFT module does
+            from vidspec.draft_training.qwen_vision import qwen_forward_kwargs
 
-            extra = {"position_ids": positions, **tower_indices(self.target.model.model.visual, grid)}
+            fast = qwen_forward_kwargs(self.target.model.model, batch)
+        positions = fast["position_ids"] if fast else self.target_positions(batch)
         out = self.target.model.model(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
-            output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch), **extra)
+            output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch), **(fast or extra))
         hs = out.hidden_states
         return {"penult": hs[-2], "mid": hs[self.ivsb_layer], "last": out.last_hidden_state,
                 "positions": positions}
@@ -508,7 +504,7 @@ class SparrowDistillModule(L.LightningModule):
 
 def export_sparrow(module: SparrowDistillModule, out: Path, ctx) -> dict:
     """Exporter (``vidspec export``) of :class:`SparrowDistillModule`: a Sparrow release folder."""
-    if getattr(ctx, "dtype", "float32") != "float32":  # a one-layer draft is small; its loader expects float32
+    if ctx.dtype != "float32":  # a one-layer draft is small; its loader expects float32
         raise ConfigError(f"--dtype {ctx.dtype}: Sparrow drafts are exported in float32 only")
     draft = module.draft
     manifest = {**module.release_manifest(), "kind": "sparrow-draft", "training_config": ctx.run_config,
