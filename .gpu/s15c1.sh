@@ -7,7 +7,7 @@
 #   call 2: target steps 1300 -> 2400, Sparrow (1:50), figures.json (precision, MCQ, tau), ~470 s
 source .gpu/setup.sh; date
 H=$PWD/runs/h15; X=$OUT/x15; mkdir -p $X $H
-OUT=$H PHASES=train WORKERS=12 FIGURES_LIMIT=20 SPARROW_TIME=00:00:01:50 \
+OUT=$H PHASES=train WORKERS=12 FIGURES_LIMIT=${FIGURES_LIMIT:-20} SPARROW_TIME=00:00:01:50 \
   TARGET_STEPS=2400 TARGET_CALL_STEPS=1300 TARGET_TIME=00:00:14:00 \
   timeout ${LIMIT:-575} bash benchmarks/headline_gpu.sh > $X/train.log 2>&1; echo "train rc $? (3: paused, go on)" >> $X/train.log
 date; grep -v -i warn $X/train.log | grep -E "^==|rc |precision|accuracy|tau|^   [0-9]+ s|paused" | tail -24
