@@ -231,6 +231,20 @@ def test_export_of_a_foreign_checkpoint_is_one_line(tmp_path, capsys, content, w
     assert not (tmp_path / "release").exists()
 
 
+def test_export_of_a_diverged_checkpoint_is_one_line(tmp_path, uninterrupted, capsys):
+    """A checkpoint whose weights hold NaN (a run that diverged) is refused, not released as garbage."""
+    import torch
+
+    ckpt = torch.load(uninterrupted / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    name = next(k for k, v in ckpt["state_dict"].items() if v.is_floating_point() and v.ndim == 2)
+    ckpt["state_dict"][name][0, 0] = float("nan")
+    torch.save(ckpt, tmp_path / "diverged.ckpt")
+    assert vidspec(["export", "--ckpt", str(tmp_path / "diverged.ckpt"), "--out", str(tmp_path / "release")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NaN or infinite" in err[0] and name in err[0] and "diverged" in err[0], err
+    assert not (tmp_path / "release").exists()
+
+
 def test_missing_relative_tokenizer_names_the_path_and_the_current_directory(tmp_path, tiny_dataset, capsys,
                                                                              monkeypatch):
     recipe = tiny_recipe(tmp_path / "run", tiny_dataset)

@@ -100,3 +100,46 @@ def test_init_from_a_folder_starts_training_mode_with_its_weights(tiny_dataset, 
     tower = again.model.model.vision_tower
     assert not any(p.requires_grad for p in tower.parameters())
     assert any(p.requires_grad for p in again.model.model.language_model.parameters())
+
+
+def test_nonfinite_gradient_step_is_dropped(tiny_dataset, one_thread):
+    """A finite loss whose backward yields a NaN gradient (what poisoned a bf16 draft VLM on the H200) leaves every
+    weight as it was for that step, under a real Trainer with gradient clipping; the next step trains again."""
+    import lightning as L
+
+    torch.manual_seed(0)
+    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["llava-ov"]), max_frames=4,
+                     optim=OptimConfig(lr=1e-3, warmup_steps=0))
+    dm = VideoTextDataModule(str(tiny_dataset), batch_size=2, shuffle=False, num_workers=0)
+    dm.attach(m.input_spec())
+    calls = {"n": 0}
+
+    def poison_second_backward(grad):
+        calls["n"] += 1
+        return grad * float("nan") if calls["n"] == 2 else grad
+
+    m.model.lm_head.weight.register_hook(poison_second_backward)
+    snaps = []
+
+    class Snap(L.Callback):
+        def on_train_batch_end(self, trainer, module, *args):
+            snaps.append({k: v.detach().clone() for k, v in module.model.state_dict().items()})
+
+    before = {k: v.detach().clone() for k, v in m.model.state_dict().items()}
+    trainer = L.Trainer(accelerator="cpu", max_steps=3, gradient_clip_val=1.0, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, callbacks=[Snap()])
+    trainer.fit(m, datamodule=dm)
+    assert calls["n"] == 3 and m._dropped_nonfinite_grads == 1
+    assert all(torch.isfinite(v).all() for v in m.model.state_dict().values())
+    moved = lambda a, b: any(not torch.equal(a[k], b[k]) for k in a)  # noqa: E731
+    assert moved(before, snaps[0]) and not moved(snaps[0], snaps[1]) and moved(snaps[1], snaps[2])
+
+
+def test_drop_nonfinite_gradients_keeps_finite_ones():
+    from vidspec.draft_training.sft import drop_nonfinite_gradients
+
+    a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
+    a.grad, b.grad = torch.ones(3), torch.tensor([1.0, float("inf")])
+    assert not drop_nonfinite_gradients([a]) and a.grad is not None
+    assert drop_nonfinite_gradients([a, b]) and a.grad is None and b.grad is None
+    assert not drop_nonfinite_gradients([a, b])  # nothing left to drop

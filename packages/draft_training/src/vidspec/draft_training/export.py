@@ -165,7 +165,8 @@ def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
 
     Raises:
         ConfigError: missing or foreign checkpoint, a module class that cannot be imported (e.g. its
-            package is not installed), or weights/hyperparameters that do not fit that class.
+            package is not installed), weights/hyperparameters that do not fit that class, or weights that hold
+            NaN or infinite values (a diverged run).
     """
     from vidspec.decoding.cli import one_line
 
@@ -195,6 +196,11 @@ def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
         raise ConfigError(f"{path}: its module class {target} is not a class")
     if "state_dict" not in ckpt:
         raise ConfigError(f"{path} is not a vidspec training checkpoint (no 'state_dict')")
+    bad = [k for k, v in ckpt["state_dict"].items()
+           if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:  # a diverged run: a release of NaN weights would decode garbage without an error
+        raise ConfigError(f"{path}: {len(bad)} of its weight tensors hold NaN or infinite values ({bad[0]}, ...): the "
+                          f"run diverged before this checkpoint; export an earlier one, or retrain")
     # LightningCLI adds private keys (``_class_path``, ``_instantiator``) to the hyperparameters.
     hparams = {k: v for k, v in (ckpt.get("hyper_parameters") or {}).items() if not k.startswith("_")}
     try:

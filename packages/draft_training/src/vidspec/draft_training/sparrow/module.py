@@ -45,7 +45,7 @@ import torch
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.draft_training.data import InputSpec
-from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, lr_factor
+from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, drop_nonfinite_gradients, lr_factor
 from vidspec.draft_training.sparrow import losses
 
 log = logging.getLogger(__name__)
@@ -233,6 +233,7 @@ class SparrowDistillModule(L.LightningModule):
             self.feature_cache = FeatureCache(feature_cache, tgt)
         self.vidspec_run_config: dict | None = None
         self._last_step_t: float | None = None
+        self._dropped_nonfinite_grads = 0  # steps whose gradients were not finite (drop_nonfinite_gradients)
 
     # ---- target -------------------------------------------------------------------------------
     @staticmethod
@@ -467,6 +468,11 @@ class SparrowDistillModule(L.LightningModule):
 
     def on_train_epoch_start(self) -> None:
         self._last_step_t = None
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        if drop_nonfinite_gradients(self.draft.parameters()):
+            self._dropped_nonfinite_grads += 1
+            self.log("train/dropped_nonfinite_grads", float(self._dropped_nonfinite_grads), on_step=True)
 
     # ---- optimizer ----------------------------------------------------------------------------
     def configure_optimizers(self):
