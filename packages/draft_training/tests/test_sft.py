@@ -102,7 +102,7 @@ def test_init_from_a_folder_starts_training_mode_with_its_weights(tiny_dataset, 
     assert any(p.requires_grad for p in again.model.model.language_model.parameters())
 
 
-def test_nonfinite_gradient_step_is_dropped(tiny_dataset, one_thread):
+def test_nonfinite_gradient_step_is_dropped(tiny_dataset, one_thread, caplog):
     """A finite loss whose backward yields a NaN gradient (what poisoned a bf16 draft VLM on the H200) leaves every
     weight as it was for that step, under a real Trainer with gradient clipping; the next step trains again."""
     import lightning as L
@@ -128,8 +128,10 @@ def test_nonfinite_gradient_step_is_dropped(tiny_dataset, one_thread):
     before = {k: v.detach().clone() for k, v in m.model.state_dict().items()}
     trainer = L.Trainer(accelerator="cpu", max_steps=3, gradient_clip_val=1.0, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, callbacks=[Snap()])
-    trainer.fit(m, datamodule=dm)
+    with caplog.at_level("WARNING", logger="vidspec.draft_training.sft"):
+        trainer.fit(m, datamodule=dm)
     assert calls["n"] == 3 and m._dropped_nonfinite_grads == 1
+    assert "step 1: non-finite gradients (first in model.lm_head.weight)" in caplog.text
     assert all(torch.isfinite(v).all() for v in m.model.state_dict().values())
     moved = lambda a, b: any(not torch.equal(a[k], b[k]) for k in a)  # noqa: E731
     assert moved(before, snaps[0]) and not moved(snaps[0], snaps[1]) and moved(snaps[1], snaps[2])
@@ -140,6 +142,6 @@ def test_drop_nonfinite_gradients_keeps_finite_ones():
 
     a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
     a.grad, b.grad = torch.ones(3), torch.tensor([1.0, float("inf")])
-    assert not drop_nonfinite_gradients([a]) and a.grad is not None
-    assert drop_nonfinite_gradients([a, b]) and a.grad is None and b.grad is None
-    assert not drop_nonfinite_gradients([a, b])  # nothing left to drop
+    assert drop_nonfinite_gradients([("a", a)]) is None and a.grad is not None
+    assert drop_nonfinite_gradients([("a", a), ("b", b)]) == "b" and a.grad is None and b.grad is None
+    assert drop_nonfinite_gradients([("a", a), ("b", b)]) is None  # nothing left to drop

@@ -95,6 +95,25 @@ def test_overfits_a_fixed_batch(dataset, name):
     assert not any(k.startswith("target") for k in m.state_dict())
 
 
+def test_nonfinite_draft_gradients_drop_the_step(dataset, caplog):
+    """The Sparrow module drops a step whose draft gradients hold a NaN (shared with the SFT module: test_sft)."""
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+
+    torch.manual_seed(0)
+    m = SparrowDistillModule(target="tiny-llava-ov", loss={"mtp_steps": 2})
+    m.log = lambda *a, **k: None  # no trainer attached
+    loss, _, _ = m.step(a_batch(m, dataset))
+    loss.backward()
+    m.on_before_optimizer_step(None)
+    assert m._dropped_nonfinite_grads == 0 and all(p.grad is not None for p in m.draft.parameters())
+    name, param = next(iter(m.draft.named_parameters()))
+    param.grad[...] = float("nan")
+    with caplog.at_level("WARNING", logger="vidspec.draft_training.sparrow.module"):
+        m.on_before_optimizer_step(None)
+    assert m._dropped_nonfinite_grads == 1 and all(p.grad is None for p in m.draft.parameters())
+    assert name in caplog.text
+
+
 def test_draft_batch_layout(dataset):
     """IVSB puts the visual states first; text entries skip position 0 and visual positions."""
     from vidspec.draft_training.sparrow import SparrowDistillModule

@@ -20,6 +20,7 @@ In a recipe (``vidspec train fit --config configs/train/synthvid-target-cpu.yaml
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -33,6 +34,8 @@ from vidspec.decoding.errors import ConfigError
 from vidspec.draft_training.arch import ArchConfig, build_hf_config, family_of, hf_model_class
 from vidspec.draft_training.data import InputSpec
 from vidspec.draft_training.export import export_vlm, register_exporter
+
+log = logging.getLogger(__name__)
 
 #: Batch keys each family's vision tower reads.
 VISION_KEYS = {
@@ -78,9 +81,10 @@ def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def drop_nonfinite_gradients(parameters) -> bool:
+def drop_nonfinite_gradients(named_parameters) -> str | None:
     """Drop this step's gradients (set them to None, so the optimizer leaves those weights and their
-    moments alone) when any of them holds a NaN or an infinity; returns whether it did.
+    moments alone) when any of them holds a NaN or an infinity; returns the first such parameter's
+    name, or None when every gradient is finite.
 
     A finite loss can still back-propagate a non-finite gradient, and one such step poisons every
     weight through the clipped update (seen on the H200 in bf16: a Qwen2.5-VL draft VLM's loss was
@@ -88,14 +92,13 @@ def drop_nonfinite_gradients(parameters) -> bool:
     gradients are then complete (accumulated, and under DDP already all-reduced, so every rank takes
     the same decision) and not yet clipped. One device-to-host read per step.
     """
-    params = [p for p in parameters if p.grad is not None]
-    if not params:
-        return False
-    if bool(torch.isfinite(torch.nn.utils.get_total_norm([p.grad for p in params]))):
-        return False
-    for p in params:
+    named = [(n, p) for n, p in named_parameters if p.grad is not None]
+    if not named or bool(torch.isfinite(torch.nn.utils.get_total_norm([p.grad for _, p in named]))):
+        return None
+    first = next((n for n, p in named if not bool(torch.isfinite(p.grad).all())), named[0][0])
+    for _, p in named:
         p.grad = None
-    return True
+    return first
 
 
 def _as(cls, value):
@@ -302,8 +305,10 @@ class VLMSFTModule(L.LightningModule):
         self._last_step_t = None
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        if drop_nonfinite_gradients(self.parameters()):
+        bad = drop_nonfinite_gradients(self.named_parameters())
+        if bad is not None:
             self._dropped_nonfinite_grads += 1
+            log.warning("step %d: non-finite gradients (first in %s); the step is dropped", self.global_step, bad)
             self.log("train/dropped_nonfinite_grads", float(self._dropped_nonfinite_grads), on_step=True)
 
     # ---- optimizer ----------------------------------------------------------------------------

@@ -470,8 +470,10 @@ class SparrowDistillModule(L.LightningModule):
         self._last_step_t = None
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        if drop_nonfinite_gradients(self.draft.parameters()):
+        bad = drop_nonfinite_gradients(self.draft.named_parameters())
+        if bad is not None:
             self._dropped_nonfinite_grads += 1
+            log.warning("step %d: non-finite gradients (first in %s); the step is dropped", self.global_step, bad)
             self.log("train/dropped_nonfinite_grads", float(self._dropped_nonfinite_grads), on_step=True)
 
     # ---- optimizer ----------------------------------------------------------------------------
