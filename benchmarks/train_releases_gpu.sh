@@ -18,8 +18,9 @@
 # Run from the repository root with the vidspec packages importable:
 #   OUT=/path/out PROFILE=release bash benchmarks/train_releases_gpu.sh
 # Knobs: OUT, PROFILE, DATA (share one SynthVid set between runs), NUM_VIDEOS (12000), TARGET_TIME,
-# TARGET_STEPS, DRAFT_TIME, SPARROW_TIME, SPARROW_STEPS (the step count the Sparrow LR schedule
-# decays over; gpu profile: 520, release: none, the LR stays near its peak until SPARROW_TIME stops the run),
+# TARGET_STEPS, DRAFT_TIME, DRAFT_STEPS (the step count the draft VLM's LR schedule decays over; none by default:
+# its LR stays near its peak until DRAFT_TIME stops it), SPARROW_TIME, SPARROW_STEPS (the same for the Sparrow LR
+# schedule; gpu profile: 520, release: none),
 # SPARROW_EXTRA (more `vidspec train fit` arguments for the Sparrow stage, e.g.
 # "--model.init_args.loss.mtp_steps 4"), TARGET_EXTRA (the same for the target stage, e.g. the length
 # augmentation "--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4]" that let the CPU
@@ -177,7 +178,7 @@ train() {  # name recipe max_time max_steps extra...; CALL_STEPS=N (env): at mos
 
 if [[ -z "${DRAFT:-}" && "$PROFILE" == "release" ]]; then
   # The draft VLM trains in the background beside the target (tiny models leave the GPU mostly idle).
-  (train synthvid-draft synthvid-draft-cpu "$DRAFT_TIME" "$SMALL_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
+  (train synthvid-draft synthvid-draft-cpu "$DRAFT_TIME" "${DRAFT_STEPS:-$SMALL_STEPS}" --model.init_args.tokenizer "$DATA/tokenizer" \
      --data.batch_size 64 "${FAMILY_ARGS[@]}" > "$OUT/draft.log" 2>&1; echo "draft done: $?" >> "$OUT/draft.log") &
   DRAFT="$OUT/releases/synthvid-draft"
 fi

@@ -1,0 +1,11 @@
+# template, session 19 call 1 (fresh, one H200): issue 4's Qwen2.5-VL release pair, with the schedule that session 18
+# showed fits. Session 18 (RESULTS 25.2) trained the pair at 74 ms a target step (900 steps in 72 s, against 278 ms in
+# session 17) but stopped the target at 900 steps (precision 0.74, MCQ 0.825: the motions were not learnt yet), and
+# its draft VLM's weights went NaN at step 667 in bf16 (training now drops a step with non-finite gradients and names
+# the parameter, and export refuses NaN weights). Here: the tower pretrained for 3000 steps as in session 18 (held-out
+# shape probe 0.928), the target for 2200 steps under one schedule in its 3:00, the Sparrow draft for 1:30.
+#   call 1: bash .gpu/s19c1.sh        (~520 s)
+# Bring the releases back as in s15c3.sh (r15-releases.tgz.part-*) and measure them on CPU (docs/RESULTS.md 25.2).
+FAMILY=qwen2.5-vl EXPORT_DTYPE=bfloat16 VISION_STEPS=${VISION_STEPS:-3000} TARGET_TIME=${TARGET_TIME:-00:00:03:00} \
+  TARGET_STEPS=${TARGET_STEPS:-2200} DRAFT_STEPS=${DRAFT_STEPS:-2400} SPARROW_TIME=${SPARROW_TIME:-00:00:01:30} \
+  SPARROW_STEPS=${SPARROW_STEPS:-1000} LIMIT=${LIMIT:-520} bash .gpu/s15c3.sh
