@@ -18,7 +18,8 @@ With ``--save DIR`` the first configuration's tower is kept as the vision pretra
 the testbed recipes (``VLMSFTModule(vision_init=DIR)``; see
 :mod:`vidspec.draft_training.vision_pretrain`).
 
-Usage (one line per configuration ``h<hidden>_l<layers>_p<patch>_lr<lr>[_b<batch>][_w<warmup>][_n<heads>]``)::
+Usage (one line per configuration ``h<hidden>_l<layers>_p<patch>_lr<lr>[_b<batch>][_w<warmup>][_n<heads>][_is<std>]``;
+``is`` sets a Qwen2.5-VL tower's initial weight std, ``ArchConfig.vision_init_std``)::
 
     python benchmarks/vision_learnability.py --configs h64_l2_p8_lr2e-3,h128_l4_p4_lr5e-4 \
         --steps 3000 --device cuda --out runs/vision-learnability
@@ -41,12 +42,13 @@ import torch
 
 def parse_config(text: str) -> dict:
     out = {"name": text, "batch": 128, "warmup": 100}
-    keys = {"h": "hidden", "l": "layers", "p": "patch", "lr": "lr", "b": "batch", "w": "warmup", "n": "heads"}
+    keys = {"h": "hidden", "l": "layers", "p": "patch", "lr": "lr", "b": "batch", "w": "warmup", "n": "heads",
+            "is": "init_std"}
     for part in text.split("_"):
         for k in sorted(keys, key=len, reverse=True):
             if part.startswith(k):
                 try:
-                    out[keys[k]] = float(part[len(k):]) if k == "lr" else int(part[len(k):])
+                    out[keys[k]] = float(part[len(k):]) if k in ("lr", "is") else int(part[len(k):])
                 except ValueError:
                     continue
                 break
@@ -103,7 +105,7 @@ def arch_of(c: dict, size: int, family: str = "llava-ov", lm_hidden: int = 192):
     extra = {"hidden_size": lm_hidden, "num_heads": 4} if family == "qwen2.5-vl" else {}
     return ArchConfig(family=family, vision_hidden_size=c["hidden"], vision_layers=c["layers"],
                       vision_heads=c.get("heads") or max(1, c["hidden"] // 32), image_size=size, patch_size=c["patch"],
-                      **extra)
+                      vision_init_std=c.get("init_std"), **extra)
 
 
 def main(argv: list[str] | None = None) -> int:

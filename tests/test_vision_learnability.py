@@ -37,3 +37,12 @@ def test_qwen_family_pretrains_and_saves_a_tower_for_the_target_width(tmp_path) 
 
     state = load_file(str(tmp_path / "tower" / "tower.safetensors"))
     assert any(k.startswith("merger.") for k in state) and state["merger.mlp.2.weight"].shape[0] == 64
+
+
+def test_config_names_parse_the_qwen_init_std() -> None:
+    from vision_learnability import arch_of, parse_config
+
+    c = parse_config("h128_l4_p8_lr5e-4_b128_n4_is0.088")
+    assert (c["hidden"], c["lr"], c["heads"], c["init_std"]) == (128, 5e-4, 4, 0.088)
+    assert arch_of(c, 64, "qwen2.5-vl").vision_init_std == 0.088
+    assert arch_of(parse_config("h128_l4_p8_lr5e-4"), 64, "qwen2.5-vl").vision_init_std is None

@@ -139,3 +139,28 @@ def test_qwen_tower_learns_and_loads_into_the_sft_model(tiny_dataset, tmp_path):
     wide = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32, "hidden_size": 128})
     with pytest.raises(ConfigError, match="does not fit"):
         VLMSFTModule(**{**kw, "arch": wide}, vision_init=str(tmp_path / "tower"))
+
+
+def test_qwen_vision_init_std_sets_the_towers_initial_weights(tiny_dataset):
+    """transformers initialises the Qwen2.5-VL tower with std 0.02 whatever its width; arch.vision_init_std sets it,
+    in the pretraining probe and in the full model alike, and is refused where it would do nothing (SigLIP)."""
+    from transformers import AutoTokenizer
+
+    from vidspec.draft_training.arch import build_hf_config, hf_model_class
+    from vidspec.draft_training.vision_pretrain import QwenTowerProbe
+
+    def qkv_std(tower):
+        return float(torch.cat([b.attn.qkv.weight.detach().flatten() for b in tower.blocks]).std())
+
+    base = dict(ARCH["qwen2.5-vl"], vision_hidden_size=64, vision_heads=2)
+    torch.manual_seed(0)
+    assert qkv_std(QwenTowerProbe(ArchConfig(**base), (6, 10, 5)).tower) == pytest.approx(0.02, rel=0.1)
+    wide = ArchConfig(**base, vision_init_std=64 ** -0.5)
+    assert qkv_std(QwenTowerProbe(wide, (6, 10, 5)).tower) == pytest.approx(0.125, rel=0.1)
+    model = hf_model_class("qwen2.5-vl")(build_hf_config(wide, AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))))
+    assert qkv_std(model.model.visual) == pytest.approx(0.125, rel=0.1)
+    assert float(model.model.language_model.layers[0].self_attn.q_proj.weight.detach().std()) == pytest.approx(0.02, rel=0.1)
+    with pytest.raises(ConfigError, match="vision_init_std"):
+        ArchConfig(**ARCH["llava-ov"], vision_init_std=0.1)
+    with pytest.raises(ConfigError, match="vision_init_std"):
+        ArchConfig(**base, vision_init_std=0.0)

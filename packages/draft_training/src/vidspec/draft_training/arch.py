@@ -56,6 +56,10 @@ class ArchConfig:
         patch_size: vision patch side in pixels (Qwen2.5-VL frames are resized to multiples of
             2 x patch_size).
         window_size: Qwen2.5-VL only: side in pixels of the vision tower's attention windows.
+        vision_init_std: Qwen2.5-VL only: the std of the vision tower's initial Linear and Conv3d
+            weights (None: transformers' ``initializer_range``, 0.02, a scale for Qwen's 1280-wide
+            tower). A narrow tower starts with blocks that add 1-6% to its residual stream at 0.02;
+            ``vision_hidden_size ** -0.5`` gives them SigLIP-like scales (docs/RESULTS.md 25.3).
         tie_word_embeddings: share the input embedding and the LM head.
         rope_theta: RoPE base of the language model.
         max_position_embeddings: longest sequence the language model is configured for.
@@ -74,6 +78,7 @@ class ArchConfig:
     image_size: int = 56
     patch_size: int = 14
     window_size: int = 112
+    vision_init_std: float | None = None
     tie_word_embeddings: bool = False
     rope_theta: float = 10000.0
     max_position_embeddings: int = 32768
@@ -94,6 +99,9 @@ class ArchConfig:
             raise ConfigError(f"arch: vision_hidden_size {self.vision_hidden_size} not divisible by vision_heads")
         if self.family == "llava-ov" and self.image_size % self.patch_size:
             raise ConfigError(f"arch: image_size {self.image_size} is not a multiple of patch_size {self.patch_size}")
+        if self.vision_init_std is not None and not (self.family == "qwen2.5-vl" and self.vision_init_std > 0):
+            raise ConfigError(f"arch.vision_init_std must be positive and applies to qwen2.5-vl only (SigLIP sets "
+                              f"its own initialisation); got {self.vision_init_std} for {self.family}")
         if self.family == "qwen2.5-vl" and (self.hidden_size // self.num_heads) % 4:
             # M-RoPE splits half the head dimension into three sections.
             raise ConfigError("arch: qwen2.5-vl needs a head dimension (hidden_size / num_heads) divisible by 4")
@@ -185,6 +193,7 @@ def qwen_vision_config(arch: ArchConfig) -> dict:
         # The last block attends over the whole frame pair; the others within windows.
         fullatt_block_indexes=[arch.vision_layers - 1],
         tokens_per_second=2,
+        **({"initializer_range": arch.vision_init_std} if arch.vision_init_std is not None else {}),
     )
 
 
