@@ -15,9 +15,10 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from torch.nn import init
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # benchmarks/
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # qwen_shape_check_lib
+from qwen_shape_check_lib import siglip_style_init
 from vision_learnability import arch_of, make_data, parse_config
 
 from vidspec.draft_training import vision_pretrain as vp
@@ -27,24 +28,6 @@ variant = sys.argv[1]
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 0
 lr_arg = float(sys.argv[3]) if len(sys.argv) > 3 else None  # overrides the config's 2e-3
 torch.set_num_threads(1)
-
-
-def siglip_style_init(tower: nn.Module, what=("attn", "mlp", "patch", "merger")) -> None:
-    """SigLIP's init (transformers SiglipPreTrainedModel._init_weights) applied to a Qwen2.5-VL tower's own modules."""
-    for name, m in tower.named_modules():
-        if isinstance(m, nn.Linear):
-            part = "attn" if ".attn." in name else "mlp" if ".mlp." in name and name.startswith("blocks") else "merger"
-            if part not in what:
-                continue
-            if part == "merger":
-                init.lecun_normal_(m.weight) if hasattr(init, "lecun_normal_") else nn.init.trunc_normal_(m.weight, std=m.in_features ** -0.5)
-            else:
-                nn.init.xavier_uniform_(m.weight)
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Conv3d) and "patch" in what:
-            fan_in = m.weight[0].numel()
-            nn.init.trunc_normal_(m.weight, std=fan_in ** -0.5)  # lecun normal
 
 
 class Reinit(vp.QwenTowerProbe):
