@@ -11,6 +11,7 @@ Usage::
 Figures (ALGORITHMS.md section 5 conventions):
   captions.precision / recall     fact judge over the target's greedy captions (micro-averaged claims)
   captions.per_category           precision per visual category (colour, shape, motion, ...)
+  captions.hallucinated           every caption with a false claim: its video, reference, text and the claims
   mcq.accuracy                    option letter extracted from the target's answer
   draft.tau                       strict speculative decoding with the draft, K = 4 (bonus included)
   draft.disagreement              teacher-forced on the target's captions: share of positions where the
@@ -132,7 +133,7 @@ def main() -> None:
     dis = {"filler": [0, 0], "visual": [0, 0]}
     emitted = passes = 0
     lossless = True
-    examples = []
+    examples, hallucinated = [], []
     t0 = time.perf_counter()
     for r in rows:
         video = str(data / r["video"])
@@ -148,6 +149,9 @@ def main() -> None:
             per_cat[cat][1] += int(v["claims"])
         if len(examples) < 3:
             examples.append({"reference": r["answer"], "generated": res.text, "precision": j.precision})
+        if j.hallucinations:  # every caption with a false claim, so a precision figure can be read claim by claim
+            hallucinated.append({"video": r["video"], "reference": r["answer"], "generated": res.text,
+                                 "false_claims": [{"category": c.category, "text": c.text} for c in j.hallucinations]})
         if draft is not None:
             s = sd.generate(request, max_new_tokens=args.max_new_tokens)
             lossless &= s.token_ids == res.token_ids
@@ -186,6 +190,7 @@ def main() -> None:
             "recall": found / total if total else None,
             "per_category": {c: (t / n if n else None) for c, (t, n) in sorted(per_cat.items())},
             "seconds_per_caption": caption_s / max(1, len(rows)), "examples": examples,
+            "hallucinated": hallucinated,
         },
         "mcq": {"questions": n_mcq, "accuracy": correct / n_mcq if n_mcq else None,
                 "by_type": {t: {"accuracy": ok / n, "questions": n} for t, (ok, n) in sorted(by_type.items())}},

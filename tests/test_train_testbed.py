@@ -24,6 +24,9 @@ def test_gpu_testbed_script_smoke(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     fig = json.loads((tmp_path / "out" / "figures.json").read_text())
     assert fig["draft"]["lossless"] is True and fig["mcq"]["questions"] == 2
+    cap = fig["captions"]  # every caption with a false claim is on record, and only those
+    assert (cap["precision"] in (None, 1.0)) == (not cap["hallucinated"])
+    assert all(h["false_claims"] and h["video"] and h["generated"] for h in cap["hallucinated"])
     assert set(fig["training"]) == {"synthvid-target-gpu", "synthvid-draft-gpu"}
     for name in fig["training"]:
         assert (tmp_path / "out" / "releases" / name / "manifest.json").is_file()
