@@ -82,3 +82,17 @@ def test_ceiling_counts_the_fewest_passes_a_caption_allows():
     row = analyse([(64, recs), (1536, recs)])["lengths"]["64"]
     assert row["at_ceiling"] == 1 and row["tau_ceiling"] == 9.0 and row["passes_over_fewest"] == 7 / 4
     assert row["per_video"]["a"]["at_ceiling"] and not row["per_video"]["b"]["at_ceiling"]
+
+
+def test_bootstrap_interval_of_the_ratio():
+    from long_tau import bootstrap_ratio
+
+    same = bootstrap_ratio([10.0] * 8, [8.0] * 8, draws=500)
+    assert same["ci95"] == [0.8, 0.8] and same["share_met"] == 0.0  # no spread between videos: no uncertainty
+    spread = bootstrap_ratio([10.0] * 10, [12.0, 6.0, 11.0, 7.0, 10.0, 8.0, 12.0, 6.0, 10.0, 9.0], draws=2000)
+    lo, hi = spread["ci95"]
+    assert lo < 0.91 < hi and 0.0 < spread["share_met"] < 1.0  # point estimate 0.91: the bar is not settled
+    assert spread == bootstrap_ratio([10.0] * 10, [12.0, 6.0, 11.0, 7.0, 10.0, 8.0, 12.0, 6.0, 10.0, 9.0], draws=2000)
+    short = _recs({"a": 9.0, "b": 9.0}, {"a": "x", "b": "x"})
+    doc = analyse([(64, short), (1536, _recs({"a": 9.0, "b": 4.5}, {"a": "x", "b": "x"}))])
+    assert doc["bar"]["bootstrap"]["ci95"][0] == 0.5 and doc["bar"]["bootstrap"]["ci95"][1] == 1.0
