@@ -13,6 +13,7 @@ Figures (ALGORITHMS.md section 5 conventions):
   captions.per_category           precision per visual category (colour, shape, motion, ...)
   captions.hallucinated           every caption with a false claim: its video, reference, text and the claims
   mcq.accuracy                    option letter extracted from the target's answer
+  *_ci95                          Wilson 95% intervals of precision (over claims) and MCQ accuracy
   draft.tau                       strict speculative decoding with the draft, K = 4 (bonus included)
   draft.disagreement              teacher-forced on the target's captions: share of positions where the
                                   draft's greedy token differs, split into filler and visual tokens
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import sys
 import time
@@ -37,6 +39,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from testbed_common import caption_rows  # noqa: E402
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
+    """Wilson's 95% interval of a proportion ``k / n`` (None for n = 0): how far a bar on a few dozen samples is
+    from settled. For caption precision the claims are counted as independent, which claims of one caption are
+    not, so that interval is a lower bound on the uncertainty."""
+    if n == 0:
+        return None
+    p, d = k / n, 1 + z * z / n
+    centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return [centre - half, centre + half]
 
 
 def _metrics(release: Path) -> dict:
@@ -187,12 +200,14 @@ def main() -> None:
         "target": {"path": args.target, **_metrics(Path(args.target))},
         "captions": {
             "videos": len(rows), "precision": claims_true / claims if claims else None,
+            "claims": claims, "precision_ci95": wilson(claims_true, claims),
             "recall": found / total if total else None,
             "per_category": {c: (t / n if n else None) for c, (t, n) in sorted(per_cat.items())},
             "seconds_per_caption": caption_s / max(1, len(rows)), "examples": examples,
             "hallucinated": hallucinated,
         },
         "mcq": {"questions": n_mcq, "accuracy": correct / n_mcq if n_mcq else None,
+                "accuracy_ci95": wilson(correct, n_mcq),
                 "by_type": {t: {"accuracy": ok / n, "questions": n} for t, (ok, n) in sorted(by_type.items())}},
         "grounding": {"captions": n_tf, "styles": styles,
                       "teacher_forced": {lab: {"accuracy": ok / n, "tokens": n} for lab, (ok, n) in sorted(tf.items())}},

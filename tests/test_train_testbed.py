@@ -24,6 +24,8 @@ def test_gpu_testbed_script_smoke(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     fig = json.loads((tmp_path / "out" / "figures.json").read_text())
     assert fig["draft"]["lossless"] is True and fig["mcq"]["questions"] == 2
+    lo, hi = fig["mcq"]["accuracy_ci95"]
+    assert 0.0 <= lo <= fig["mcq"]["accuracy"] <= hi <= 1.0
     cap = fig["captions"]  # every caption with a false claim is on record, and only those
     assert (cap["precision"] in (None, 1.0)) == (not cap["hallucinated"])
     assert all(h["false_claims"] and h["video"] and h["generated"] for h in cap["hallucinated"])
@@ -119,3 +121,12 @@ def test_release_script_qwen_family(tmp_path):
     bad = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True, text=True,
                          timeout=60, env=env | {"FAMILY": "qwen2"}, cwd=REPO)
     assert bad.returncode == 2 and "unknown FAMILY qwen2" in bad.stderr
+
+
+def test_wilson_interval():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from train_testbed import wilson
+
+    lo, hi = wilson(59, 60)  # issue 4's MCQ in session 18
+    assert round(lo, 3) == 0.911 and round(hi, 3) == 0.997
+    assert wilson(0, 0) is None and wilson(20, 20)[1] == 1.0 and abs(wilson(0, 10)[0]) < 1e-12
