@@ -58,8 +58,8 @@ class ArchConfig:
         window_size: Qwen2.5-VL only: side in pixels of the vision tower's attention windows.
         vision_init_std: Qwen2.5-VL only: the std of the vision tower's initial Linear and Conv3d
             weights (None: transformers' ``initializer_range``, 0.02, a scale for Qwen's 1280-wide
-            tower). A narrow tower starts with blocks that add 1-6% to its residual stream at 0.02;
-            ``vision_hidden_size ** -0.5`` gives them SigLIP-like scales (docs/RESULTS.md 25.3).
+            tower). At 0.02 a narrow tower's blocks start with outputs of 1-6% of its patch
+            embedding's; ``vision_hidden_size ** -0.5`` gives them SigLIP-like scales (docs/RESULTS.md 25.3).
         tie_word_embeddings: share the input embedding and the LM head.
         rope_theta: RoPE base of the language model.
         max_position_embeddings: longest sequence the language model is configured for.
