@@ -112,7 +112,10 @@ def test_release_script_qwen_family(tmp_path):
         assert config["vision_config"]["patch_size"] == 8
         assert json.loads((out / "releases" / name / "vidspec.json").read_text())["adapter_options"] == {
             "min_pixels": 4096, "max_pixels": 4096}
+    draft_arch = json.loads((out / "releases" / "synthvid-draft" / "manifest.json").read_text())["training_config"]
+    assert draft_arch["model"]["init_args"]["arch"]["vision_init_std"] == 0.125  # its tower trains from scratch
     init = json.loads((out / "releases" / "synthvid-target" / "manifest.json").read_text())["training_config"]
+    assert init["model"]["init_args"]["arch"].get("vision_init_std") is None  # its tower is pretrained
     assert init["model"]["init_args"]["freeze_vision"] is True
     assert init["model"]["init_args"]["vision_init"] == str(out / "vision")
     fig = json.loads((out / "figures.json").read_text())
