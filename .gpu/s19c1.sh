@@ -3,7 +3,8 @@
 # session 17) but stopped the target at 900 steps (precision 0.74, MCQ 0.825: the motions were not learnt yet), and
 # its draft VLM's weights went NaN at step 667 in bf16 (training now drops a step with non-finite gradients and names
 # the parameter, and export refuses NaN weights). Here: the tower pretrained for 3000 steps as in session 18 (held-out
-# shape probe 0.928), the target for 2200 steps under one schedule in its 3:00, the Sparrow draft for 1:30.
+# shape probe 0.928), the target for 2200 steps under one schedule in its 3:00, the Sparrow draft for 1:30, the draft
+# VLM with its from-scratch tower at init std 1/sqrt(64) (train_releases_gpu.sh since RESULTS 25.6).
 #   call 1: bash .gpu/s19c1.sh        (~560 s)
 # Then (~60 s) the Qwen tower's initial weight scale A/B at the release size (RESULTS 25.3: at hidden 64 on CPU, std
 # 1/sqrt(width) learnt shape faster than transformers' 0.02): 1000 pretraining steps each, vision_init_ab.json.
