@@ -101,6 +101,17 @@ def drop_nonfinite_gradients(named_parameters) -> str | None:
     return first
 
 
+def guard_optimizer_step(module: L.LightningModule, named_parameters) -> None:
+    """The training modules' ``on_before_optimizer_step``: :func:`drop_nonfinite_gradients` over
+    ``named_parameters``, and a dropped step counted in ``module._dropped_nonfinite_grads``, logged as
+    ``train/dropped_nonfinite_grads`` and warned about with the first bad parameter's name."""
+    bad = drop_nonfinite_gradients(named_parameters)
+    if bad is not None:
+        module._dropped_nonfinite_grads += 1
+        log.warning("step %d: non-finite gradients (first in %s); the step is dropped", module.global_step, bad)
+        module.log("train/dropped_nonfinite_grads", float(module._dropped_nonfinite_grads), on_step=True)
+
+
 def _as(cls, value):
     # load_from_checkpoint passes the saved hyperparameters back as plain dicts.
     if isinstance(value, dict):
@@ -305,11 +316,7 @@ class VLMSFTModule(L.LightningModule):
         self._last_step_t = None
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        bad = drop_nonfinite_gradients(self.named_parameters())
-        if bad is not None:
-            self._dropped_nonfinite_grads += 1
-            log.warning("step %d: non-finite gradients (first in %s); the step is dropped", self.global_step, bad)
-            self.log("train/dropped_nonfinite_grads", float(self._dropped_nonfinite_grads), on_step=True)
+        guard_optimizer_step(self, self.named_parameters())
 
     # ---- optimizer ----------------------------------------------------------------------------
     def configure_optimizers(self):

@@ -45,7 +45,7 @@ import torch
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.draft_training.data import InputSpec
-from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, drop_nonfinite_gradients, lr_factor
+from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, guard_optimizer_step, lr_factor
 from vidspec.draft_training.sparrow import losses
 
 log = logging.getLogger(__name__)
@@ -470,11 +470,7 @@ class SparrowDistillModule(L.LightningModule):
         self._last_step_t = None
 
     def on_before_optimizer_step(self, optimizer) -> None:
-        bad = drop_nonfinite_gradients(self.draft.named_parameters())
-        if bad is not None:
-            self._dropped_nonfinite_grads += 1
-            log.warning("step %d: non-finite gradients (first in %s); the step is dropped", self.global_step, bad)
-            self.log("train/dropped_nonfinite_grads", float(self._dropped_nonfinite_grads), on_step=True)
+        guard_optimizer_step(self, self.draft.named_parameters())
 
     # ---- optimizer ----------------------------------------------------------------------------
     def configure_optimizers(self):
