@@ -21,7 +21,9 @@ Figures (ALGORITHMS.md section 5 conventions):
                                   own caption style, accuracy per word category (colour, shape,
                                   motion, ..., filler): does it know the attribute once the
                                   template reaches it?
-  mcq.by_type                     MCQ accuracy per question type (colour, shape, motion, count, ...)
+  mcq.by_type                     MCQ accuracy per question type (colour, shape, motion, count, ...), and
+                                  the letters answered (a model that has not learnt a type answers by
+                                  position: one or two letters take most of its answers)
 """
 
 from __future__ import annotations
@@ -109,6 +111,9 @@ def main() -> None:
     ap.add_argument("--sparrow", default=None, help="a Sparrow release: its strict tau is measured too")
     ap.add_argument("--split", default="validation")
     ap.add_argument("--limit", type=int, default=32, help="videos (captions) and MCQs evaluated")
+    ap.add_argument("--mcq-limit", type=int, default=None,
+                    help="MCQs evaluated, when more (or fewer) than --limit: a question costs one short greedy "
+                         "answer, a caption several decoding passes, so the MCQ can afford a tighter interval")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -185,11 +190,15 @@ def main() -> None:
     mcq = load_from_disk(str(data / "mcq"))[args.split]
     correct = n_mcq = 0
     by_type: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for r in mcq.select(range(min(args.limit, len(mcq)))):
+    chosen: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # type -> letter answered -> count
+    n_questions = args.limit if args.mcq_limit is None else args.mcq_limit
+    for r in mcq.select(range(min(n_questions, len(mcq)))):
         request = Request(prompt=mcq_prompt(r["question"], r["options"]),
                           clip=target.read_video(str(data / r["video"])))
         text = ar.generate(request, max_new_tokens=4).text
-        ok = int(extract_choice(text, options=r["options"]) == r["answer"])
+        choice = extract_choice(text, options=r["options"])
+        ok = int(choice == r["answer"])
+        chosen[r.get("task_type") or "?"][choice or "none"] += 1
         correct += ok
         n_mcq += 1
         by_type[r.get("task_type") or "?"][0] += ok
@@ -208,7 +217,8 @@ def main() -> None:
         },
         "mcq": {"questions": n_mcq, "accuracy": correct / n_mcq if n_mcq else None,
                 "accuracy_ci95": wilson(correct, n_mcq),
-                "by_type": {t: {"accuracy": ok / n, "questions": n} for t, (ok, n) in sorted(by_type.items())}},
+                "by_type": {t: {"accuracy": ok / n, "questions": n, "answered": dict(sorted(chosen[t].items()))}
+                            for t, (ok, n) in sorted(by_type.items())}},
         "grounding": {"captions": n_tf, "styles": styles,
                       "teacher_forced": {lab: {"accuracy": ok / n, "tokens": n} for lab, (ok, n) in sorted(tf.items())}},
     }

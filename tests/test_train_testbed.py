@@ -133,3 +133,23 @@ def test_wilson_interval():
     lo, hi = wilson(59, 60)  # issue 4's MCQ in session 18
     assert round(lo, 3) == 0.911 and round(hi, 3) == 0.997
     assert wilson(0, 0) is None and wilson(20, 20)[1] == 1.0 and abs(wilson(0, 10)[0]) < 1e-12
+
+
+def test_figures_take_more_questions_than_captions(tmp_path):
+    """--mcq-limit: the MCQ counts its own questions, the captions keep --limit (the committed releases)."""
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=4, seed=3, preset="easy", frames=8,
+                                                             size="64x64", split="validation", styles="alpha"),
+                             progress=False)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "train_testbed.py"), "--data", str(data), "--target",
+         str(REPO / "data" / "releases" / "synthvid-target"), "--limit", "1", "--mcq-limit", "3", "--device", "cpu",
+         "--out", str(tmp_path / "fig.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fig = json.loads((tmp_path / "fig.json").read_text())
+    assert fig["captions"]["videos"] == 1 and fig["mcq"]["questions"] == 3
+    assert sum(t["questions"] for t in fig["mcq"]["by_type"].values()) == 3
+    assert sum(sum(t["answered"].values()) for t in fig["mcq"]["by_type"].values()) == 3
+    assert all(set(t["answered"]) <= {"A", "B", "C", "D", "none"} for t in fig["mcq"]["by_type"].values())

@@ -1,0 +1,61 @@
+"""The committed releases (data/releases/): the set is found as a whole by the demo's discovery, its models are of
+the family its manifests name, its Sparrow draft belongs to its target, its weights are finite, and the strict
+speculative paths with its drafts write the target's own greedy tokens on a fresh SynthVid clip. A set of another
+family (a Qwen2.5-VL pair, docs/RESULTS.md 26.2) joins ``SETS`` when it is committed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SETS = {"llava-ov": REPO / "data" / "releases"}
+
+
+@pytest.fixture(scope="module")
+def clip_path(tmp_path_factory):
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    data = generate_synthvid(tmp_path_factory.mktemp("sv"), SynthVidConfig(
+        num_videos=1, seed=5, preset="easy", frames=8, size="64x64", split="validation", styles="alpha"), progress=False)
+    videos = sorted(Path(data).rglob("*.mp4"))
+    assert videos
+    return videos[0]
+
+
+@pytest.mark.parametrize("family", sorted(SETS))
+def test_release_set_is_whole_and_of_its_family(family):
+    from vidspec.evaluation.demo import discover_models
+
+    choice = discover_models(SETS[family])
+    assert choice.source == "release" and not choice.missing, choice.missing
+    for path in (choice.target, choice.draft):
+        manifest = json.loads((Path(path) / "manifest.json").read_text())
+        assert manifest["family"] == family and manifest["kind"] == "video-llm"
+    sparrow = json.loads((Path(choice.sparrow) / "manifest.json").read_text())
+    assert (REPO / sparrow["target_id"]).resolve() == Path(choice.target).resolve()  # a repo-relative id
+    assert len(json.loads((Path(choice.sparrow) / "draft_vocab.json").read_text())["token_ids"]) > 0
+
+
+@pytest.mark.parametrize("family", sorted(SETS))
+def test_strict_paths_are_token_identical_on_the_release(family, clip_path):
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.models import load_target
+    from vidspec.decoding.types import Request
+    from vidspec.evaluation.demo import discover_models
+
+    choice = discover_models(SETS[family])
+    target = load_target(choice.target, device="cpu")
+    draft = load_target(choice.draft, device="cpu")
+    for model in (target, draft):
+        assert all(torch.isfinite(p).all() for p in model.model.parameters())
+    request = Request(prompt="Describe the video in detail.", clip=target.read_video(str(clip_path)))
+    ar = build_decoder("ar", target=target).generate(request, max_new_tokens=24)
+    assert len(ar.token_ids) >= 8  # a trained target writes a caption, not an immediate end of text
+    for method, kw in (("sd", {"draft": draft}), ("sparrow", {"draft": choice.sparrow})):
+        res = build_decoder(method, target=target, k=4, **kw).generate(request, max_new_tokens=24)
+        assert res.token_ids == ar.token_ids, method
+        assert sum(s.emitted for s in res.steps) / len(res.steps) > 1.5, method  # the drafts are trained: τ well above 1
