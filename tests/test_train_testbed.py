@@ -153,3 +153,28 @@ def test_figures_take_more_questions_than_captions(tmp_path):
     assert sum(t["questions"] for t in fig["mcq"]["by_type"].values()) == 3
     assert sum(sum(t["answered"].values()) for t in fig["mcq"]["by_type"].values()) == 3
     assert all(set(t["answered"]) <= {"A", "B", "C", "D", "none"} for t in fig["mcq"]["by_type"].values())
+
+
+def test_mcq_teacher_forced_script(tmp_path):
+    """benchmarks/mcq_teacher_forced.py on the committed target: one question type, its letters counted."""
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=6, seed=3, preset="easy", frames=8,
+                                                             size="64x64", split="validation", styles="alpha"),
+                             progress=False)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(data), "--target",
+         str(REPO / "data" / "releases" / "synthvid-target"), "--type", "colour", "--limit", "2",
+         "--out", str(tmp_path / "tf.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    fig = json.loads((tmp_path / "tf.json").read_text())
+    path = fig["paths"]["batched_positions"]  # LLaVA-OV: one path
+    assert fig["family"] == "llava-ov" and list(fig["paths"]) == ["batched_positions"]
+    assert path["questions"] == fig["questions"] >= 1 and sum(path["letters"].values()) == path["questions"]
+    assert 0.0 <= path["letter_accuracy"] <= 1.0 and path["loss"] > 0
+    bad = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(data), "--target",
+         str(REPO / "data" / "releases" / "synthvid-target"), "--type", "hexagon"],
+        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert bad.returncode == 2 and "no 'hexagon' questions" in bad.stderr and "Traceback" not in bad.stderr
