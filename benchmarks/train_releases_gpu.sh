@@ -24,7 +24,8 @@
 # SPARROW_EXTRA (more `vidspec train fit` arguments for the Sparrow stage, e.g.
 # "--model.init_args.loss.mtp_steps 4"), TARGET_EXTRA (the same for the target stage, e.g. the length
 # augmentation "--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4]" that let the CPU
-# release read 256-frame videos, benchmarks/results/long_video_cpu/), VISION_STEPS, EVAL_LIMIT (40), WORKERS (8), ACCEL (gpu),
+# release read 256-frame videos, benchmarks/results/long_video_cpu/), VISION_STEPS, EVAL_LIMIT (40 captions and questions),
+# MCQ_LIMIT (questions, when more than EVAL_LIMIT: 400 give a Wilson interval of about +-0.03), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
 # VISION_TRAIN (20000: the one-object scenes the tower pretrains on; the towers up to session 15 reached a held-out
 # shape probe of 0.72-0.78, which world version 1's square/diamond ambiguity explains, RESULTS 22.5), FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
@@ -205,5 +206,6 @@ echo "== figures"
 DRAFT_ARGS=()
 [[ -n "${DRAFT:-}" && -f "$DRAFT/config.json" ]] && DRAFT_ARGS=(--draft "$DRAFT")
 $PY benchmarks/train_testbed.py --data "$DATA" --target "$OUT/releases/synthvid-target" "${DRAFT_ARGS[@]}" \
-  --sparrow "$OUT/releases/sparrow-synthvid" --limit "$EVAL_LIMIT" --device "$DEV" --out "$OUT/figures.json" | tail -c 3000
+  --sparrow "$OUT/releases/sparrow-synthvid" --limit "$EVAL_LIMIT" --mcq-limit "${MCQ_LIMIT:-$EVAL_LIMIT}" \
+  --device "$DEV" --out "$OUT/figures.json" | tail -c 3000
 echo "== total $(( $(stamp) - t0 )) s"

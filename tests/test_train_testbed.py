@@ -100,7 +100,7 @@ def test_release_script_qwen_family(tmp_path):
     bin_dir = Path(sys.executable).parent
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "FAMILY": "qwen2.5-vl", "OUT": str(out), "PY": sys.executable,
-           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1"}
+           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "MCQ_LIMIT": "3"}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -119,7 +119,8 @@ def test_release_script_qwen_family(tmp_path):
     assert init["model"]["init_args"]["freeze_vision"] is True
     assert init["model"]["init_args"]["vision_init"] == str(out / "vision")
     fig = json.loads((out / "figures.json").read_text())
-    assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True and fig["mcq"]["questions"] == 2
+    assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True
+    assert fig["captions"]["videos"] == 2 and fig["mcq"]["questions"] == 3  # EVAL_LIMIT captions, MCQ_LIMIT questions
 
     bad = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True, text=True,
                          timeout=60, env=env | {"FAMILY": "qwen2"}, cwd=REPO)
