@@ -26,6 +26,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testbed_common import emit_json  # noqa: E402
+
 
 def main() -> None:
     import torch
@@ -79,11 +82,7 @@ def main() -> None:
             name = "batched_positions" if batched else "transformers_positions"
             report["paths"][name] = {"letter_accuracy": ok / n, "correct": ok, "questions": n,
                                      "letters": dict(sorted(letters.items())), "loss": sum(losses) / len(losses)}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
+    emit_json(report, args.out)
 
 
 if __name__ == "__main__":

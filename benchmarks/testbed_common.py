@@ -4,6 +4,7 @@ defaults, and the caption prompts they decode (the first caption row of each vid
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 #: the committed releases and the held-out SynthVid set (data/releases/README.md)
@@ -85,3 +86,12 @@ def warm_up(decs: dict, sample, max_new_tokens: int) -> None:
         decode_sample(dec, sample, max_new_tokens)
         capture_fast_graphs(dec, max_new_tokens)
         decode_sample(dec, sample, max_new_tokens)
+
+
+def emit_json(report: dict, out: str | Path | None) -> None:
+    """Print ``report`` as indented JSON, and write it to ``out`` (parents made) when given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n")

@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from testbed_common import caption_rows  # noqa: E402
+from testbed_common import caption_rows, emit_json  # noqa: E402
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
@@ -232,11 +232,7 @@ def main() -> None:
     if sp is not None:
         report["sparrow"] = {"path": args.sparrow, "k": args.k, "lossless": sp_lossless,
                              "tau": sp_emitted / sp_passes if sp_passes else None}
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
+    emit_json(report, args.out)
 
 
 if __name__ == "__main__":

@@ -136,18 +136,24 @@ def test_wilson_interval():
     assert wilson(0, 0) is None and wilson(20, 20)[1] == 1.0 and abs(wilson(0, 10)[0]) < 1e-12
 
 
-def test_figures_take_more_questions_than_captions(tmp_path):
-    """--mcq-limit: the MCQ counts its own questions, the captions keep --limit (the committed releases)."""
+def _script_on_fresh_clips(tmp_path, script: str, *args: str, videos: int = 4) -> subprocess.CompletedProcess:
+    """Run ``benchmarks/<script> --data DATA --target <committed target> *args`` on ``videos`` fresh SynthVid
+    validation clips, on one CPU thread."""
     from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
 
-    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=4, seed=3, preset="easy", frames=8,
+    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=videos, seed=3, preset="easy", frames=8,
                                                              size="64x64", split="validation", styles="alpha"),
                              progress=False)
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "train_testbed.py"), "--data", str(data), "--target",
-         str(REPO / "data" / "releases" / "synthvid-target"), "--limit", "1", "--mcq-limit", "3", "--device", "cpu",
-         "--out", str(tmp_path / "fig.json")],
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / script), "--data", str(data), "--target",
+         str(REPO / "data" / "releases" / "synthvid-target"), *args],
         capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_figures_take_more_questions_than_captions(tmp_path):
+    """--mcq-limit: the MCQ counts its own questions, the captions keep --limit (the committed releases)."""
+    proc = _script_on_fresh_clips(tmp_path, "train_testbed.py", "--limit", "1", "--mcq-limit", "3", "--device", "cpu",
+                                  "--out", str(tmp_path / "fig.json"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     fig = json.loads((tmp_path / "fig.json").read_text())
     assert fig["captions"]["videos"] == 1 and fig["mcq"]["questions"] == 3
@@ -157,17 +163,10 @@ def test_figures_take_more_questions_than_captions(tmp_path):
 
 
 def test_mcq_teacher_forced_script(tmp_path):
-    """benchmarks/mcq_teacher_forced.py on the committed target: one question type, its letters counted."""
-    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
-    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=6, seed=3, preset="easy", frames=8,
-                                                             size="64x64", split="validation", styles="alpha"),
-                             progress=False)
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(data), "--target",
-         str(REPO / "data" / "releases" / "synthvid-target"), "--type", "colour", "--limit", "2",
-         "--out", str(tmp_path / "tf.json")],
-        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    """benchmarks/mcq_teacher_forced.py on the committed target: one question type, its letters counted; an unknown
+    type is refused with exit 2 and one line."""
+    proc = _script_on_fresh_clips(tmp_path, "mcq_teacher_forced.py", "--type", "colour", "--limit", "2",
+                                  "--out", str(tmp_path / "tf.json"), videos=6)
     assert proc.returncode == 0, proc.stderr[-3000:]
     fig = json.loads((tmp_path / "tf.json").read_text())
     path = fig["paths"]["batched_positions"]  # LLaVA-OV: one path
@@ -175,7 +174,7 @@ def test_mcq_teacher_forced_script(tmp_path):
     assert path["questions"] == fig["questions"] >= 1 and sum(path["letters"].values()) == path["questions"]
     assert 0.0 <= path["letter_accuracy"] <= 1.0 and path["loss"] > 0
     bad = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(data), "--target",
-         str(REPO / "data" / "releases" / "synthvid-target"), "--type", "hexagon"],
+        [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(tmp_path / "sv"),
+         "--target", str(REPO / "data" / "releases" / "synthvid-target"), "--type", "hexagon"],
         capture_output=True, text=True, timeout=300, cwd=REPO)
     assert bad.returncode == 2 and "no 'hexagon' questions" in bad.stderr and "Traceback" not in bad.stderr
