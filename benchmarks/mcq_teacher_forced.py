@@ -44,6 +44,9 @@ def main() -> None:
     ap.add_argument("--split", default="validation")
     ap.add_argument("--limit", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--probe", action="store_true",
+                    help="also fit a linear probe from the hidden state where the letter is predicted to the right "
+                         "option's text (e.g. 'Moves up.'): is the answer there, only not bound to its letter?")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -68,12 +71,14 @@ def main() -> None:
             ok = n = 0
             losses: list[float] = []
             letters: Counter[str] = Counter()
+            feats: list[torch.Tensor] = []
             with torch.no_grad():
                 for batch in dm.val_dataloader():
                     h = module.hidden_states(batch)
                     target = batch["labels"][:, 1:]
                     for i in range(target.shape[0]):
                         pos = int((target[i] != -100).nonzero()[0, 0])  # the answer's first token: its letter
+                        feats.append(h[i, pos].float())
                         pred = int(module.model.lm_head(h[i, pos]).argmax())
                         ok += int(pred == int(target[i, pos]))
                         n += 1
@@ -82,7 +87,37 @@ def main() -> None:
             name = "batched_positions" if batched else "transformers_positions"
             report["paths"][name] = {"letter_accuracy": ok / n, "correct": ok, "questions": n,
                                      "letters": dict(sorted(letters.items())), "loss": sum(losses) / len(losses)}
+            if args.probe and batched:
+                answers = [r["options"][ord(r["answer"]) - ord("A")].split(". ", 1)[-1] for r in rows]
+                report["probe"] = linear_probe(torch.stack(feats), answers)
     emit_json(report, args.out)
+
+
+def linear_probe(x, labels: list[str], train_share: float = 0.7, steps: int = 500, seed: int = 0) -> dict:
+    """Multinomial logistic regression from ``x`` (N, d) to ``labels``, fitted on the first ``train_share`` of the
+    rows (standardised on them) and scored on the rest; with the majority class's share of the held-out rows."""
+    import torch
+
+    classes = sorted(set(labels))
+    y = torch.tensor([classes.index(c) for c in labels])
+    n_train = int(len(labels) * train_share)
+    if n_train < 2 or n_train >= len(labels):
+        return {"error": f"{len(labels)} questions are too few for a probe"}
+    mean, std = x[:n_train].mean(0), x[:n_train].std(0) + 1e-6
+    z = (x - mean) / std
+    torch.manual_seed(seed)
+    head = torch.nn.Linear(z.shape[1], len(classes))
+    opt = torch.optim.Adam(head.parameters(), lr=1e-2, weight_decay=1e-3)
+    for _ in range(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(head(z[:n_train]), y[:n_train]).backward()
+        opt.step()
+    with torch.no_grad():
+        test_acc = float((head(z[n_train:]).argmax(1) == y[n_train:]).float().mean())
+        train_acc = float((head(z[:n_train]).argmax(1) == y[:n_train]).float().mean())
+    majority = Counter(y[n_train:].tolist()).most_common(1)[0][1] / (len(labels) - n_train)
+    return {"classes": classes, "train": n_train, "test": len(labels) - n_train, "train_accuracy": train_acc,
+            "test_accuracy": test_acc, "majority_share": majority}
 
 
 if __name__ == "__main__":

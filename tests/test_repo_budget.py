@@ -2,7 +2,7 @@
 
 - Issue 4 caps the committed releases (data/releases/) at about 30 MB.
 - A device call carries the tracked tree and the wheels (`.gpu/README.md`: `.whl-x`, 27.7 MB) in at most 64 MiB.
-  A tree past ~39 MB stops every GPU call (docs/RESULTS.md 26.5), which a session only learns when its first
+  A tree past ~39 MB stops every GPU call (docs/RESULTS.md 26.7), which a session only learns when its first
   call is refused.
 """
 

@@ -178,3 +178,25 @@ def test_mcq_teacher_forced_script(tmp_path):
          "--target", str(REPO / "data" / "releases" / "synthvid-target"), "--type", "hexagon"],
         capture_output=True, text=True, timeout=300, cwd=REPO)
     assert bad.returncode == 2 and "no 'hexagon' questions" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_linear_probe_reads_what_is_there():
+    """mcq_teacher_forced.linear_probe: separable classes are read off held-out rows; labels unrelated to the
+    features are not (near the majority share)."""
+    import torch
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from mcq_teacher_forced import linear_probe
+
+    g = torch.Generator().manual_seed(0)
+    labels = [["up", "down", "left"][i % 3] for i in range(300)]
+    centres = {"up": 0, "down": 1, "left": 2}
+    x = torch.randn(300, 16, generator=g)
+    for i, c in enumerate(labels):
+        x[i, centres[c]] += 4.0
+    fit = linear_probe(x, labels)
+    assert fit["classes"] == ["down", "left", "up"] and fit["train"] == 210 and fit["test"] == 90
+    assert fit["test_accuracy"] > 0.9
+    shuffled = [labels[j] for j in torch.randperm(300, generator=g).tolist()]
+    assert linear_probe(x, shuffled)["test_accuracy"] < 0.6
+    assert "error" in linear_probe(x[:2], labels[:2])
