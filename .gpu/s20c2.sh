@@ -1,7 +1,8 @@
 # template, session 20 calls 2 and 3 (warm, each within 30 s of the previous return): issue 4's release-size LLaVA-OV
 # target with 10 language layers instead of 6. Session 19's (RESULTS 26.1: h256 tower, 3300 steps) met the precision
 # bar (0.960) and missed the MCQ's (0.880) on motion questions alone (0.60 of 103, although its captions state motion
-# right); the 24-layer GPU-scale target answers them all (25.1), so depth is the suspect. 10 layers: 8.03M parameters,
+# right; a linear probe finds the motion mostly absent where the letter is predicted, 26.6); the 24-layer GPU-scale
+# target answers them all (25.1), so depth is the suspect. 10 layers: 8.03M parameters,
 # 16.1 MB in bfloat16 (the tracked tree then ~34.6 MB, with the wheels ~62 MB of the 64 MiB a call carries).
 # Everything else as s19c2.sh; the figures on 400 questions.
 #   call 2: bash .gpu/s20c2.sh   data, tower 6000 steps (~89 s), SFT steps 0 -> 1700, then "paused" (train rc 3)
