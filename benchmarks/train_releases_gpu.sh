@@ -25,7 +25,9 @@
 # "--model.init_args.loss.mtp_steps 4"), TARGET_EXTRA (the same for the target stage, e.g. the length
 # augmentation "--data.frame_repeat [1,2,4,8,16,32] --data.position_stretch [1,2,4]" that let the CPU
 # release read 256-frame videos, benchmarks/results/long_video_cpu/), VISION_STEPS, EVAL_LIMIT (40 captions and questions),
-# MCQ_LIMIT (questions, when more than EVAL_LIMIT: 400 give a Wilson interval of about +-0.03), WORKERS (8), ACCEL (gpu),
+# MCQ_LIMIT (questions, when more than EVAL_LIMIT: 400 give a Wilson interval of about +-0.03), VAL_EVERY (validate
+# the target every N steps on VAL_SAMPLES (256) validation rows, captions and questions in turn, logging val/loss and
+# the teacher-forced letter accuracy per question type, val/mcq_acc/<type>; off by default), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
 # VISION_TRAIN (20000: the one-object scenes the tower pretrains on; the towers up to session 15 reached a held-out
 # shape probe of 0.72-0.78, which world version 1's square/diamond ambiguity explains, RESULTS 22.5), FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
@@ -189,10 +191,15 @@ if [[ -z "${DRAFT:-}" && "$PROFILE" == "release" ]]; then
   DRAFT="$OUT/releases/synthvid-draft"
 fi
 read -r -a TARGET_ARGS <<< "${TARGET_EXTRA:-}"
+VAL_ARGS=()
+if [[ -n "${VAL_EVERY:-}" ]]; then  # the target validated every VAL_EVERY steps: val/loss, val/mcq_acc/<question type>
+  VAL_ARGS=(--trainer.val_check_interval "$VAL_EVERY" --trainer.check_val_every_n_epoch null
+            --trainer.limit_val_batches null --data.max_val_samples "${VAL_SAMPLES:-256}")
+fi
 CALL_STEPS="${TARGET_CALL_STEPS:-}" train synthvid-target synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" --model.init_args.tokenizer "$DATA/tokenizer" \
   "${TARGET_ARCH[@]}" "${FAMILY_ARGS[@]}" "${VISION_ARGS[@]}" \
   --model.init_args.optim.lr "$LR" \
-  --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05 "${TARGET_ARGS[@]}"
+  --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05 "${VAL_ARGS[@]}" "${TARGET_ARGS[@]}"
 # Sparrow: distilled from the target on the target's own caption style (KL to its outputs).
 read -r -a SPARROW_ARGS <<< "${SPARROW_EXTRA:-}"
 train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" "${SPARROW_STEPS:-$SMALL_STEPS}" \

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from vidspec.draft_training.callbacks import read_metrics
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -100,7 +102,7 @@ def test_release_script_qwen_family(tmp_path):
     bin_dir = Path(sys.executable).parent
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "FAMILY": "qwen2.5-vl", "OUT": str(out), "PY": sys.executable,
-           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "MCQ_LIMIT": "3"}
+           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "MCQ_LIMIT": "3", "VAL_EVERY": "2"}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -121,6 +123,9 @@ def test_release_script_qwen_family(tmp_path):
     fig = json.loads((out / "figures.json").read_text())
     assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True
     assert fig["captions"]["videos"] == 2 and fig["mcq"]["questions"] == 3  # EVAL_LIMIT captions, MCQ_LIMIT questions
+    # VAL_EVERY=2: the target validated at step 2 of its 3, with each question type's letter accuracy
+    val = [r for r in read_metrics(out / "runs" / "synthvid-target" / "metrics.jsonl") if "val/loss" in r]
+    assert [r["step"] for r in val] == [2] and any(k.startswith("val/mcq_acc/") for k in val[0])
 
     bad = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True, text=True,
                          timeout=60, env=env | {"FAMILY": "qwen2"}, cwd=REPO)

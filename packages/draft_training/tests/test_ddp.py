@@ -17,7 +17,8 @@ def test_two_process_ddp_on_cpu(tmp_path, tiny_dataset):
     vidspec = Path(sys.executable).with_name("vidspec")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(
-        [str(vidspec), "train", "fit", "--config", str(recipe), "--trainer.devices", "2", "--trainer.strategy", "ddp"],
+        [str(vidspec), "train", "fit", "--config", str(recipe), "--trainer.devices", "2", "--trainer.strategy", "ddp",
+         "--trainer.limit_val_batches", "1"],  # one validation batch per rank at the epoch's end (step 2)
         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -25,3 +26,6 @@ def test_two_process_ddp_on_cpu(tmp_path, tiny_dataset):
     assert [r["step"] for r in records] == [1, 2]  # written by rank zero only
     assert all(r["train/samples"] >= 1 for r in records)  # this rank's batch size, for throughput figures
     assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    # The question-type accuracy is gathered over the ranks (the one validation question sits on one rank only).
+    val = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "val/mcq_acc/mcq" in r]
+    assert len(val) == 1 and val[0]["val/mcq_acc/mcq"] in (0.0, 1.0) and "val/loss" in val[0]

@@ -145,3 +145,29 @@ def test_drop_nonfinite_gradients_keeps_finite_ones():
     assert drop_nonfinite_gradients([("a", a)]) is None and a.grad is not None
     assert drop_nonfinite_gradients([("a", a), ("b", b)]) == "b" and a.grad is None and b.grad is None
     assert drop_nonfinite_gradients([("a", a), ("b", b)]) is None  # nothing left to drop
+
+
+def test_validation_logs_the_letter_accuracy_of_each_question_type(tiny_dataset, one_thread):
+    """Validation rows are drawn from the tables in turn (so a small validation set holds questions), and
+    ``val/mcq_acc/<type>`` is the share of questions whose letter is the model's teacher-forced argmax."""
+    import lightning as L
+
+    torch.manual_seed(0)
+    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["llava-ov"]), max_frames=4)
+    dm = VideoTextDataModule(str(tiny_dataset), tables=[".", "mcq"], batch_size=2, shuffle=False,
+                             caption_styles=["alpha"], max_val_samples=2)
+    dm.attach(m.input_spec())
+    dm.setup("fit")
+    assert [r.kind for r in dm.val_set.rows] == ["", "mcq"]  # a caption, then the question (its table has no types)
+    batch = next(iter(dm.val_dataloader()))
+    assert batch["kinds"] == ["", "mcq"]
+    with torch.no_grad():
+        h = m.hidden_states(batch)
+        target = batch["labels"][1, 1:]
+        pos = int((target != -100).nonzero()[0])
+        expected = float(int(m.model.lm_head(h[1, pos]).argmax()) == int(target[pos]))
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        enable_checkpointing=False)
+    metrics = trainer.validate(m, datamodule=dm, verbose=False)[0]
+    assert metrics["val/mcq_acc/mcq"] == expected and metrics["val/mcq_acc"] == expected
+    assert "val/loss" in metrics

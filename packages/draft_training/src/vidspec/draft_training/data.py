@@ -23,6 +23,8 @@ Every batch is a ``dict`` (the Sparrow distillation module consumes the same bat
                                     elsewhere; unshifted: the logits at t-1 predict labels[t]
     answer_mask      (B, L) bool    labels != -100
     family           str            "qwen2.5-vl" or "llava-ov"
+    kinds            list[str]      per row: a multiple-choice row's question type ("colour", ...;
+                                    "mcq" when its table has no ``task_type``), "" otherwise
 
 plus the family's vision tensors (float32 on CPU; the model casts them):
 
@@ -71,6 +73,7 @@ InputSpec`` (its HF config, tokenizer, frame budget and adapter options).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import uuid
@@ -141,11 +144,14 @@ def preprocessing_adapter(spec: InputSpec):
 
 @dataclass(frozen=True)
 class Row:
-    """One training example before tokenization: prompt text, answer text, absolute video path."""
+    """One training example before tokenization: prompt text, answer text, absolute video path, and for a
+    multiple-choice row its question type (``task_type``, e.g. "colour"; "mcq" when the table has none;
+    empty for captions and open questions)."""
 
     prompt: str
     answer: str
     video: str
+    kind: str = ""
 
 
 def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instruction: str) -> list[Row]:
@@ -158,17 +164,19 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
     missing = {"video", "question", "answer"} - cols
     if missing:
         raise ConfigError(f"dataset table lacks columns {sorted(missing)} (has {sorted(cols)})")
-    wanted = ["video", "question", "answer"] + [c for c in ("options", "style") if c in cols]
+    wanted = ["video", "question", "answer"] + [c for c in ("options", "style", "task_type") if c in cols]
     rows = []
     for r in table.select_columns(wanted).to_list():
         if styles is not None and r.get("style") is not None and r["style"] not in styles:
             continue
+        kind = ""
         if r.get("options"):
             prompt = "\n".join([r["question"], *r["options"], mcq_instruction])
+            kind = r.get("task_type") or "mcq"
         else:
             prompt = r["question"]
         video = Path(r["video"])
-        rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video)))
+        rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video), kind))
     return rows
 
 
@@ -256,7 +264,7 @@ class VideoTextDataset(Dataset):
         ids = torch.cat([prompt_ids, torch.tensor(answer, dtype=torch.long)])
         labels = torch.full_like(ids, -100)
         labels[len(prompt_ids):] = ids[len(prompt_ids):]
-        sample = {"input_ids": ids, "labels": labels}
+        sample = {"input_ids": ids, "labels": labels, "kind": row.kind}
         if ad.family == "qwen2.5-vl":
             sample["pixel_values_videos"] = visual.tensors["pixel_values_videos"]
             sample["video_grid_thw"] = visual.extra["video_grid_thw"].cpu()
@@ -340,6 +348,7 @@ class Collator:
             "labels": labels,
             "answer_mask": labels != -100,
             "family": self.family,
+            "kinds": [s.get("kind", "") for s in samples],  # a multiple-choice row's question type, else ""
         }
         if self.family == "qwen2.5-vl":
             mm = torch.zeros((b, n), dtype=torch.int32)
@@ -539,7 +548,8 @@ class VideoTextDataModule(L.LightningDataModule):
         val_batch_size: examples per validation batch (default: batch_size).
         num_workers: DataLoader worker processes that decode videos (0: in the main process).
         max_train_samples: use only the first N training rows (after filtering); None: all.
-        max_val_samples: use only the first N validation rows; None: all.
+        max_val_samples: use only the first N validation rows, taken from the tables in turn (one row of
+            each table, then the next of each), so every table is in them; None: all.
         shuffle: shuffle training rows each epoch (order fixed by seed and epoch).
         seed: seed of the shuffling order.
         max_length: most tokens per example (answers are truncated to fit).
@@ -632,12 +642,14 @@ class VideoTextDataModule(L.LightningDataModule):
         """Use ``spec`` (the model's input contract) to build examples."""
         self.spec = spec
 
-    def _rows(self, split: str, limit: int | None) -> list[Row]:
+    def _rows(self, split: str, limit: int | None, interleave: bool = False) -> list[Row]:
+        """The split's rows of every table, in table order, or with ``interleave`` one of each table in turn
+        (so the first ``limit`` rows hold every table: captions and each question type in validation)."""
         from datasets import Dataset, DatasetDict, load_from_disk
 
         if not self.path.is_dir():
             raise ConfigError(f"dataset folder not found: {self.path}")
-        rows: list[Row] = []
+        per_table: list[list[Row]] = []
         for name in self.tables:
             folder = self.path / name
             try:
@@ -652,7 +664,11 @@ class VideoTextDataModule(L.LightningDataModule):
                 table = data
             else:
                 raise ConfigError(f"{folder} is not a datasets Dataset or DatasetDict")
-            rows += rows_from_table(table, self.video_root, self.caption_styles, self.mcq_instruction)
+            per_table.append(rows_from_table(table, self.video_root, self.caption_styles, self.mcq_instruction))
+        if interleave:
+            rows = [r for group in itertools.zip_longest(*per_table) for r in group if r is not None]
+        else:
+            rows = [r for table_rows in per_table for r in table_rows]
         if self.caption_styles is not None and not rows:
             raise ConfigError(f"no rows of styles {sorted(self.caption_styles)} in split {split!r} of {self.path}")
         if not rows:
@@ -674,7 +690,7 @@ class VideoTextDataModule(L.LightningDataModule):
                                               self.max_length, self.frame_cache, self.position_stretch, self.seed)
         if stage in (None, "fit", "validate") and self.val_split and self.val_set is None:
             stretch = self.position_stretch if self.augment_val else None
-            self.val_set = VideoTextDataset(self._rows(self.val_split, self.max_val_samples), self.spec,
+            self.val_set = VideoTextDataset(self._rows(self.val_split, self.max_val_samples, interleave=True), self.spec,
                                             self.max_length, self.frame_cache, stretch, self.seed)
 
     def collator(self) -> Collator:

@@ -273,7 +273,9 @@ class VLMSFTModule(L.LightningModule):
 
     def loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         """Mean next-token cross-entropy over answer tokens, and their number."""
-        h = self.hidden_states(batch)
+        return self._answer_loss(self.hidden_states(batch), batch)
+
+    def _answer_loss(self, h: torch.Tensor, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         target = batch["labels"][:, 1:]
         sel = target != -100
         # The LM head runs only on answer positions: most of a video prompt is never predicted.
@@ -308,9 +310,50 @@ class VLMSFTModule(L.LightningModule):
         self._last_step_t = now
         return loss
 
+    def on_validation_epoch_start(self) -> None:
+        self._val_letters: dict[str, list[int]] = {}  # question type -> [right, asked]
+
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
-        loss, n = self.loss(batch)
+        h = self.hidden_states(batch)
+        loss, n = self._answer_loss(h, batch)
         self.log("val/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=max(n, 1))
+        self._count_letters(h, batch)
+
+    def _count_letters(self, h: torch.Tensor, batch: dict[str, Any]) -> None:
+        """Multiple-choice rows: is the option letter (the answer's first token) the model's argmax there?"""
+        rows = [i for i, kind in enumerate(batch.get("kinds") or []) if kind]
+        if not rows:
+            return
+        target = batch["labels"][rows, 1:]
+        first = (target != -100).int().argmax(1)  # the first answer position of each row
+        idx = torch.tensor(rows, device=h.device)
+        pred = self.model.lm_head(h[idx, first]).argmax(-1)
+        right = (pred == target[torch.arange(len(rows), device=h.device), first]).tolist()
+        counts = self.__dict__.setdefault("_val_letters", {})
+        for i, ok in zip(rows, right):
+            c = counts.setdefault(batch["kinds"][i], [0, 0])
+            c[0] += int(ok)
+            c[1] += 1
+
+    def on_validation_epoch_end(self) -> None:
+        """``val/mcq_acc`` and ``val/mcq_acc/<type>``: the share of validation questions whose option letter is
+        the model's argmax, teacher-forced (every rank logs the same totals, gathered over the ranks)."""
+        counts = dict(getattr(self, "_val_letters", {}))
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            gathered: list[dict] = [{} for _ in range(torch.distributed.get_world_size())]
+            torch.distributed.all_gather_object(gathered, counts)
+            counts = {}
+            for part in gathered:
+                for kind, (ok, n) in part.items():
+                    c = counts.setdefault(kind, [0, 0])
+                    c[0] += ok
+                    c[1] += n
+        if not counts:
+            return
+        for kind, (ok, n) in sorted(counts.items()):
+            self.log(f"val/mcq_acc/{kind}", ok / n, sync_dist=False)
+        self.log("val/mcq_acc", sum(ok for ok, _ in counts.values()) / sum(n for _, n in counts.values()),
+                 sync_dist=False)
 
     def on_train_epoch_start(self) -> None:
         self._last_step_t = None
