@@ -75,21 +75,18 @@ def main() -> None:
             with torch.no_grad():
                 for batch in dm.val_dataloader():
                     h = module.hidden_states(batch)
-                    target = batch["labels"][:, 1:]
-                    for i in range(target.shape[0]):
-                        pos = int((target[i] != -100).nonzero()[0, 0])  # the answer's first token: its letter
-                        feats.append(h[i, pos].float())
-                        pred = int(module.model.lm_head(h[i, pos]).argmax())
-                        ok += int(pred == int(target[i, pos]))
-                        n += 1
-                        letters[module.tokenizer.decode([pred]).strip() or "?"] += 1
-                    losses.append(float(module.loss(batch)[0]))
+                    at, pred, true = module.answer_letters(h, batch, list(range(h.shape[0])))
+                    feats.append(at.float())
+                    ok += int((pred == true).sum())
+                    n += len(pred)
+                    letters.update(module.tokenizer.decode([p]).strip() or "?" for p in pred.tolist())
+                    losses.append(float(module.answer_loss(h, batch)[0]))
             name = "batched_positions" if batched else "transformers_positions"
             report["paths"][name] = {"letter_accuracy": ok / n, "correct": ok, "questions": n,
                                      "letters": dict(sorted(letters.items())), "loss": sum(losses) / len(losses)}
             if args.probe and batched:
                 answers = [r["options"][ord(r["answer"]) - ord("A")].split(". ", 1)[-1] for r in rows]
-                report["probe"] = linear_probe(torch.stack(feats), answers)
+                report["probe"] = linear_probe(torch.cat(feats), answers)
     emit_json(report, args.out)
 
 

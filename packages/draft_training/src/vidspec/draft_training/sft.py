@@ -231,6 +231,7 @@ class VLMSFTModule(L.LightningModule):
         self._last_step_t: float | None = None
         self._skipped_nonfinite = 0  # batches whose loss was not finite
         self._dropped_nonfinite_grads = 0  # steps whose gradients were not finite (drop_nonfinite_gradients)
+        self._val_letters: dict[str, list[int]] = {}  # this validation's question type -> [right, asked]
 
     @property
     def vision_tower(self) -> torch.nn.Module:
@@ -273,9 +274,10 @@ class VLMSFTModule(L.LightningModule):
 
     def loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
         """Mean next-token cross-entropy over answer tokens, and their number."""
-        return self._answer_loss(self.hidden_states(batch), batch)
+        return self.answer_loss(self.hidden_states(batch), batch)
 
-    def _answer_loss(self, h: torch.Tensor, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
+    def answer_loss(self, h: torch.Tensor, batch: dict[str, Any]) -> tuple[torch.Tensor, int]:
+        """:meth:`loss` from the batch's hidden states ``h`` (:meth:`hidden_states`), for callers that use them too."""
         target = batch["labels"][:, 1:]
         sel = target != -100
         # The LM head runs only on answer positions: most of a video prompt is never predicted.
@@ -311,34 +313,38 @@ class VLMSFTModule(L.LightningModule):
         return loss
 
     def on_validation_epoch_start(self) -> None:
-        self._val_letters: dict[str, list[int]] = {}  # question type -> [right, asked]
+        self._val_letters = {}
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         h = self.hidden_states(batch)
-        loss, n = self._answer_loss(h, batch)
+        loss, n = self.answer_loss(h, batch)
         self.log("val/loss", loss, on_epoch=True, prog_bar=True, sync_dist=True, batch_size=max(n, 1))
         self._count_letters(h, batch)
 
+    def answer_letters(self, h: torch.Tensor, batch: dict[str, Any],
+                       rows: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """For ``rows`` of the batch, at each one's first answer token (a multiple-choice row's option letter):
+        the hidden state there ``(R, d)``, the LM head's argmax ``(R,)`` and the true token ``(R,)``."""
+        target = batch["labels"][rows, 1:]
+        first = (target != -100).int().argmax(1)
+        at = h[torch.tensor(rows, device=h.device), first]
+        return at, self.model.lm_head(at).argmax(-1), target[torch.arange(len(rows), device=h.device), first]
+
     def _count_letters(self, h: torch.Tensor, batch: dict[str, Any]) -> None:
-        """Multiple-choice rows: is the option letter (the answer's first token) the model's argmax there?"""
+        """Multiple-choice rows: is the option letter the model's argmax (counted per question type)?"""
         rows = [i for i, kind in enumerate(batch.get("kinds") or []) if kind]
         if not rows:
             return
-        target = batch["labels"][rows, 1:]
-        first = (target != -100).int().argmax(1)  # the first answer position of each row
-        idx = torch.tensor(rows, device=h.device)
-        pred = self.model.lm_head(h[idx, first]).argmax(-1)
-        right = (pred == target[torch.arange(len(rows), device=h.device), first]).tolist()
-        counts = self.__dict__.setdefault("_val_letters", {})
-        for i, ok in zip(rows, right):
-            c = counts.setdefault(batch["kinds"][i], [0, 0])
+        _, pred, true = self.answer_letters(h, batch, rows)
+        for i, ok in zip(rows, (pred == true).tolist()):
+            c = self._val_letters.setdefault(batch["kinds"][i], [0, 0])
             c[0] += int(ok)
             c[1] += 1
 
     def on_validation_epoch_end(self) -> None:
         """``val/mcq_acc`` and ``val/mcq_acc/<type>``: the share of validation questions whose option letter is
         the model's argmax, teacher-forced (every rank logs the same totals, gathered over the ranks)."""
-        counts = dict(getattr(self, "_val_letters", {}))
+        counts = dict(self._val_letters)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             gathered: list[dict] = [{} for _ in range(torch.distributed.get_world_size())]
             torch.distributed.all_gather_object(gathered, counts)
