@@ -10,10 +10,17 @@ compared too. Prints one JSON object (and writes it with ``--out``)::
     python benchmarks/mcq_teacher_forced.py --data DATA --target data/releases/synthvid-target --type motion
 
 Figures:
-  letter_accuracy    share of questions whose letter is the model's argmax, teacher-forced
+  letter_accuracy    share of questions whose letter is the model's argmax, teacher-forced (a text answer's first
+                     token)
   letters            the letters the model puts first, counted (one or two letters taking most: answered by
                      position, not content)
+  confusion          (multiple choice) right option's text -> the text of the option picked -> count
+  answer_accuracy    share of questions whose every answer token is the model's argmax, teacher-forced
   loss               mean cross-entropy over the answer tokens (letter, full stop, end of text)
+
+``--table`` reads another table of DATA in the same form, e.g. one written by ``mcq_variants.py`` (``mcqtext``: the
+same prompts answered with the option's text; its ``answer_accuracy`` says whether the content is right, and
+``--probe`` then fits the probe where that answer starts).
 """
 
 from __future__ import annotations
@@ -42,6 +49,9 @@ def main() -> None:
     ap.add_argument("--target", required=True, help="a Video-LLM release (vidspec export)")
     ap.add_argument("--type", required=True, help="question type: colour, shape, motion, count, ...")
     ap.add_argument("--split", default="validation")
+    ap.add_argument("--table", default="mcq", help="the table of DATA to read (default: mcq)")
+    ap.add_argument("--video-root", default=None, help="folder the table's video paths are relative to "
+                                                       "(default: DATA)")
     ap.add_argument("--limit", type=int, default=64)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--probe", action="store_true",
@@ -51,26 +61,28 @@ def main() -> None:
     args = ap.parse_args()
 
     data = Path(args.data)
-    table = load_from_disk(str(data / "mcq"))[args.split]
+    table = load_from_disk(str(data / args.table))[args.split]
     rows = table.filter(lambda r: r["task_type"] == args.type)
     rows = rows.select(range(min(args.limit, len(rows))))
     if len(rows) == 0:
-        print(f"mcq_teacher_forced: no {args.type!r} questions in {data / 'mcq'} [{args.split}]", file=sys.stderr)
+        print(f"mcq_teacher_forced: no {args.type!r} questions in {data / args.table} [{args.split}]", file=sys.stderr)
         sys.exit(2)
     family = json.loads((Path(args.target) / "manifest.json").read_text())["family"]
-    report = {"data": str(data), "split": args.split, "target": args.target, "family": family, "type": args.type,
-              "questions": len(rows), "machine": platform.machine(), "paths": {}}
+    report = {"data": str(data), "table": args.table, "split": args.split, "target": args.target, "family": family,
+              "type": args.type, "questions": len(rows), "machine": platform.machine(), "paths": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        DatasetDict({"train": rows, args.split: rows}).save_to_disk(str(Path(tmp) / "mcq"))
+        DatasetDict({"train": rows, args.split: rows}).save_to_disk(str(Path(tmp) / args.table))
         for batched in ((True, False) if family == "qwen2.5-vl" else (True,)):
             module = VLMSFTModule(init_from=args.target, batched_positions=batched).eval()
-            dm = VideoTextDataModule(path=tmp, tables=["mcq"], val_split=args.split, video_root=str(data),
+            dm = VideoTextDataModule(path=tmp, tables=[args.table], val_split=args.split,
+                                     video_root=args.video_root or str(data),
                                      batch_size=args.batch, max_val_samples=None, num_workers=0)
             dm.attach(module.input_spec())
             dm.setup("fit")
-            ok = n = 0
+            ok = n = whole = 0
             losses: list[float] = []
             letters: Counter[str] = Counter()
+            chosen: list[str] = []
             feats: list[torch.Tensor] = []
             with torch.no_grad():
                 for batch in dm.val_dataloader():
@@ -78,16 +90,42 @@ def main() -> None:
                     at, pred, true = module.answer_letters(h, batch, list(range(h.shape[0])))
                     feats.append(at.float())
                     ok += int((pred == true).sum())
+                    whole += int(answers_right(module, h, batch).sum())
                     n += len(pred)
-                    letters.update(module.tokenizer.decode([p]).strip() or "?" for p in pred.tolist())
+                    firsts = [module.tokenizer.decode([p]).strip() or "?" for p in pred.tolist()]
+                    letters.update(firsts)
+                    chosen += firsts
                     losses.append(float(module.answer_loss(h, batch)[0]))
             name = "batched_positions" if batched else "transformers_positions"
             report["paths"][name] = {"letter_accuracy": ok / n, "correct": ok, "questions": n,
+                                     "answer_accuracy": whole / n,
                                      "letters": dict(sorted(letters.items())), "loss": sum(losses) / len(losses)}
+            if "options" in rows.column_names:
+                report["paths"][name]["confusion"] = confusion(rows, chosen)
             if args.probe and batched:
-                answers = [r["options"][ord(r["answer"]) - ord("A")].split(". ", 1)[-1] for r in rows]
+                answers = [r["options"][ord(r["answer"]) - ord("A")].split(". ", 1)[-1] if r.get("options")
+                           else r["answer"] for r in rows]
                 report["probe"] = linear_probe(torch.cat(feats), answers)
     emit_json(report, args.out)
+
+
+def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
+    """Right option's text -> the text of the option whose letter the model put first -> count (``"?X"`` when the
+    first token is no option's letter): which options a model picks, whatever their letters."""
+    out: dict[str, Counter[str]] = {}
+    for r, letter in zip(rows, chosen):
+        texts = {o.split(". ", 1)[0]: o.split(". ", 1)[-1] for o in r["options"]}
+        truth = texts[r["answer"]]
+        out.setdefault(truth, Counter())[texts.get(letter, "?" + letter)] += 1
+    return {t: dict(c.most_common()) for t, c in sorted(out.items())}
+
+
+def answers_right(module, h, batch):
+    """Per row of the batch: is every answer token (the closing end of text too) the LM head's argmax?"""
+    target = batch["labels"][:, 1:]
+    pred = module.model.lm_head(h[:, :-1]).argmax(-1)
+    answer = target != -100
+    return ((pred == target) | ~answer).all(1)
 
 
 def linear_probe(x, labels: list[str], train_share: float = 0.7, steps: int = 500, seed: int = 0) -> dict:

@@ -141,14 +141,19 @@ def test_wilson_interval():
     assert wilson(0, 0) is None and wilson(20, 20)[1] == 1.0 and abs(wilson(0, 10)[0]) < 1e-12
 
 
+def _fresh_clips(tmp_path, videos: int) -> Path:
+    """``videos`` fresh SynthVid validation clips in ``tmp_path/sv``."""
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    return generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=videos, seed=3, preset="easy", frames=8,
+                                                              size="64x64", split="validation", styles="alpha"),
+                             progress=False)
+
+
 def _script_on_fresh_clips(tmp_path, script: str, *args: str, videos: int = 4) -> subprocess.CompletedProcess:
     """Run ``benchmarks/<script> --data DATA --target <committed target> *args`` on ``videos`` fresh SynthVid
     validation clips, on one CPU thread."""
-    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
-    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=videos, seed=3, preset="easy", frames=8,
-                                                             size="64x64", split="validation", styles="alpha"),
-                             progress=False)
+    data = _fresh_clips(tmp_path, videos)
     return subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / script), "--data", str(data), "--target",
          str(REPO / "data" / "releases" / "synthvid-target"), *args],
@@ -178,6 +183,9 @@ def test_mcq_teacher_forced_script(tmp_path):
     assert fig["family"] == "llava-ov" and list(fig["paths"]) == ["batched_positions"]
     assert path["questions"] == fig["questions"] >= 1 and sum(path["letters"].values()) == path["questions"]
     assert 0.0 <= path["letter_accuracy"] <= 1.0 and path["loss"] > 0
+    # the options picked, by the right option's text: as many as questions, the right ones as many as correct
+    assert sum(sum(c.values()) for c in path["confusion"].values()) == path["questions"]
+    assert sum(c.get(truth, 0) for truth, c in path["confusion"].items()) == path["correct"]
     bad = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(tmp_path / "sv"),
          "--target", str(REPO / "data" / "releases" / "synthvid-target"), "--type", "hexagon"],
@@ -205,3 +213,59 @@ def test_linear_probe_reads_what_is_there():
     shuffled = [labels[j] for j in torch.randperm(300, generator=g).tolist()]
     assert linear_probe(x, shuffled)["test_accuracy"] < 0.6
     assert "error" in linear_probe(x[:2], labels[:2])
+
+
+def test_mcq_variants_convert():
+    """mcq_variants: a text answer keeps the letter rows' prompt and answers with the right option's text; one-word
+    options keep each option's distinguishing word."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from mcq_variants import convert
+
+    from vidspec.draft_training.data import MCQ_INSTRUCTION, rows_from_table
+
+    row = {"video": "videos/validation/a.mp4", "task_type": "motion", "question": "How does the red star move?",
+           "options": ["A. Moves left.", "B. Stays still.", "C. Grows.", "D. Moves down."], "answer": "D"}
+    text = convert(row, "text", "as-is", MCQ_INSTRUCTION)  # the prompt of the letter rows, to compare them
+    letter = convert(row, "letter", "as-is", MCQ_INSTRUCTION)
+    assert text["answer"] == "Moves down." and "options" not in text
+    short = convert(row, "letter", "last-word", MCQ_INSTRUCTION)
+    assert short["options"] == ["A. left.", "B. still.", "C. grows.", "D. down."] and short["answer"] == "D"
+
+    class _Table(list):  # the two methods rows_from_table uses
+        column_names = property(lambda self: list(self[0]))
+        def select_columns(self, cols):
+            return _Table({c: r[c] for c in cols} for r in self)
+        def to_list(self):
+            return list(self)
+
+    as_text, as_letter = (rows_from_table(_Table([r]), Path("/d"), None, MCQ_INSTRUCTION)[0] for r in (text, letter))
+    assert as_text.prompt == as_letter.prompt and as_text.answer == "Moves down." and as_letter.answer == "D"
+    assert as_letter.kind == "motion" and as_text.kind == ""  # a text answer is not counted as a letter
+
+
+def test_mcq_variants_script_and_text_table(tmp_path):
+    """benchmarks/mcq_variants.py writes a text-answer table that mcq_teacher_forced.py --table reads (its
+    answer_accuracy counts whole answers); a type with no questions is refused with exit 2."""
+    from datasets import load_from_disk
+
+    data = Path(_fresh_clips(tmp_path, 6))
+    run = [sys.executable, str(REPO / "benchmarks" / "mcq_variants.py"), "--data", str(data), "--out",
+           str(tmp_path / "v")]
+    ok = subprocess.run(run + ["--type", "colour", "--answer", "text"], capture_output=True, text=True, timeout=120,
+                        cwd=REPO)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    table = load_from_disk(str(tmp_path / "v" / "mcqtext"))["validation"]
+    source = load_from_disk(str(data / "mcq"))["validation"].filter(lambda r: r["task_type"] == "colour")
+    assert len(table) == len(source) >= 1
+    first = source[0]
+    assert table[0]["answer"] == first["options"]["ABCD".index(first["answer"])].split(". ", 1)[1]
+    tf = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(tmp_path / "v"),
+         "--table", "mcqtext", "--video-root", str(data), "--target", str(REPO / "data" / "releases" / "synthvid-target"),
+         "--type", "colour", "--out", str(tmp_path / "tf.json")],
+        capture_output=True, text=True, timeout=300, cwd=REPO, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert tf.returncode == 0, tf.stderr[-3000:]
+    path = json.loads((tmp_path / "tf.json").read_text())["paths"]["batched_positions"]
+    assert path["questions"] == len(table) and 0.0 <= path["answer_accuracy"] <= path["letter_accuracy"] <= 1.0
+    bad = subprocess.run(run + ["--type", "hexagon"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert bad.returncode == 2 and "no 'hexagon' questions" in bad.stderr and "Traceback" not in bad.stderr
