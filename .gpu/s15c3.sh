@@ -11,7 +11,7 @@
 # On a fresh machine (no call 1 before it) train_releases_gpu.sh renders the same SynthVid set itself (seed 0, 12000
 # videos, ~25 s with 12 workers), so this call also runs on its own.
 source .gpu/setup.sh; date
-F=${FAMILY:-llava-ov}; R=$PWD/runs/r15-$F; X=$OUT/x15r; mkdir -p $X $R
+F=${FAMILY:-llava-ov}; R=$PWD/runs/${RUN:-r15-$F}; X=$OUT/x15r; mkdir -p $X $R  # RUN: another run folder (a second target on one machine)
 D=$([[ $F == llava-ov ]] && echo $PWD/data/releases/synthvid-draft)
 OUT=$R PROFILE=release FAMILY=$F DATA=$PWD/runs/h15/synthvid DRAFT=$D WORKERS=12 EVAL_LIMIT=40 \
   VIDSPEC=vidspec PY=python3 timeout ${LIMIT:-540} bash benchmarks/train_releases_gpu.sh > $X/train.log 2>&1
