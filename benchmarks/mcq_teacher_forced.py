@@ -103,10 +103,14 @@ def main() -> None:
             if "options" in rows.column_names:
                 report["paths"][name]["confusion"] = confusion(rows, chosen)
             if args.probe and batched:
-                answers = [r["options"][ord(r["answer"]) - ord("A")].split(". ", 1)[-1] if r.get("options")
-                           else r["answer"] for r in rows]
+                answers = [option_texts(r)[r["answer"]] if r.get("options") else r["answer"] for r in rows]
                 report["probe"] = linear_probe(torch.cat(feats), answers)
     emit_json(report, args.out)
+
+
+def option_texts(row: dict) -> dict[str, str]:
+    """A multiple-choice row's options by letter: ``["A. Moves up.", ...]`` -> ``{"A": "Moves up.", ...}``."""
+    return {o.split(". ", 1)[0]: o.split(". ", 1)[-1] for o in row["options"]}
 
 
 def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
@@ -114,7 +118,7 @@ def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
     first token is no option's letter): which options a model picks, whatever their letters."""
     out: dict[str, Counter[str]] = {}
     for r, letter in zip(rows, chosen):
-        texts = {o.split(". ", 1)[0]: o.split(". ", 1)[-1] for o in r["options"]}
+        texts = option_texts(r)
         truth = texts[r["answer"]]
         out.setdefault(truth, Counter())[texts.get(letter, "?" + letter)] += 1
     return {t: dict(c.most_common()) for t, c in sorted(out.items())}
@@ -123,9 +127,11 @@ def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
 def answers_right(module, h, batch):
     """Per row of the batch: is every answer token (the closing end of text too) the LM head's argmax?"""
     target = batch["labels"][:, 1:]
-    pred = module.model.lm_head(h[:, :-1]).argmax(-1)
     answer = target != -100
-    return ((pred == target) | ~answer).all(1)
+    wrong = answer.clone().fill_(False)
+    # the LM head on answer positions only, as the training loss runs it (a video prompt is mostly never predicted)
+    wrong[answer] = module.model.lm_head(h[:, :-1][answer]).argmax(-1) != target[answer]
+    return ~wrong.any(1)
 
 
 def linear_probe(x, labels: list[str], train_share: float = 0.7, steps: int = 500, seed: int = 0) -> dict:

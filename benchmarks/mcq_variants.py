@@ -19,7 +19,6 @@ validation; test too when present), and prints the row counts and one converted 
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def last_word(option: str) -> str:
 def convert(row: dict, answer: str, options: str, instruction: str) -> dict:
     """One ``mcq`` row in the variant's form (``question``/``answer``; ``options`` only for letter answers, whose
     instruction the data module adds; ``instruction`` ends a text answer's prompt)."""
-    opts = row["options"] if isinstance(row["options"], list) else ast.literal_eval(row["options"])
+    opts = list(row["options"])
     if options == "last-word":
         opts = [last_word(o) for o in opts]
     out = {"video": row["video"], "task_type": row["task_type"]}

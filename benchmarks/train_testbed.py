@@ -198,11 +198,12 @@ def main() -> None:
         text = ar.generate(request, max_new_tokens=4).text
         choice = extract_choice(text, options=r["options"])
         ok = int(choice == r["answer"])
-        chosen[r.get("task_type") or "?"][choice or "none"] += 1
+        kind = r.get("task_type") or "?"
+        chosen[kind][choice or "none"] += 1
         correct += ok
         n_mcq += 1
-        by_type[r.get("task_type") or "?"][0] += ok
-        by_type[r.get("task_type") or "?"][1] += 1
+        by_type[kind][0] += ok
+        by_type[kind][1] += 1
 
     report = {
         "data": str(data), "split": args.split, "device": args.device, "machine": platform.machine(),

@@ -218,6 +218,8 @@ def test_linear_probe_reads_what_is_there():
 def test_mcq_variants_convert():
     """mcq_variants: a text answer keeps the letter rows' prompt and answers with the right option's text; one-word
     options keep each option's distinguishing word."""
+    from datasets import Dataset
+
     sys.path.insert(0, str(REPO / "benchmarks"))
     from mcq_variants import convert
 
@@ -231,14 +233,8 @@ def test_mcq_variants_convert():
     short = convert(row, "letter", "last-word", MCQ_INSTRUCTION)
     assert short["options"] == ["A. left.", "B. still.", "C. grows.", "D. down."] and short["answer"] == "D"
 
-    class _Table(list):  # the two methods rows_from_table uses
-        column_names = property(lambda self: list(self[0]))
-        def select_columns(self, cols):
-            return _Table({c: r[c] for c in cols} for r in self)
-        def to_list(self):
-            return list(self)
-
-    as_text, as_letter = (rows_from_table(_Table([r]), Path("/d"), None, MCQ_INSTRUCTION)[0] for r in (text, letter))
+    as_text, as_letter = (rows_from_table(Dataset.from_list([r]), Path("/d"), None, MCQ_INSTRUCTION)[0]
+                          for r in (text, letter))
     assert as_text.prompt == as_letter.prompt and as_text.answer == "Moves down." and as_letter.answer == "D"
     assert as_letter.kind == "motion" and as_text.kind == ""  # a text answer is not counted as a letter
 
