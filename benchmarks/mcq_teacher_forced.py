@@ -17,6 +17,9 @@ Figures:
   confusion          (multiple choice) right option's text -> the text of the option picked -> count
   answer_accuracy    share of questions whose every answer token is the model's argmax, teacher-forced
   loss               mean cross-entropy over the answer tokens (letter, full stop, end of text)
+  text_accuracy,     (text-then-letter answers, ``mcq_variants.py --answer text-letter``: ``Moves up. Answer: D``)
+  letter_given_text  every token before the letter right, and the letter right among the questions whose text is
+                     right: can the model find the letter of the option it has just stated?
 
 ``--table`` reads another table of DATA in the same form, e.g. one written by ``mcq_variants.py`` (``mcqtext``: the
 same prompts answered with the option's text; its ``answer_accuracy`` says whether the content is right, and
@@ -80,6 +83,7 @@ def main() -> None:
             dm.attach(module.input_spec())
             dm.setup("fit")
             ok = n = whole = 0
+            parts = [0, 0, 0]  # text-letter answers: rows with a letter, text right, text and letter right
             losses: list[float] = []
             letters: Counter[str] = Counter()
             chosen: list[str] = []
@@ -91,6 +95,8 @@ def main() -> None:
                     feats.append(at.float())
                     ok += int((pred == true).sum())
                     whole += int(answers_right(module, h, batch).sum())
+                    for row in text_letter_parts(module, h, batch):
+                        parts = [a + b for a, b in zip(parts, row)]
                     n += len(pred)
                     firsts = [module.tokenizer.decode([p]).strip() or "?" for p in pred.tolist()]
                     letters.update(firsts)
@@ -100,10 +106,15 @@ def main() -> None:
             report["paths"][name] = {"letter_accuracy": ok / n, "correct": ok, "questions": n,
                                      "answer_accuracy": whole / n,
                                      "letters": dict(sorted(letters.items())), "loss": sum(losses) / len(losses)}
+            if parts[0]:
+                report["paths"][name].update(text_accuracy=parts[1] / parts[0],
+                                             letter_given_text=parts[2] / max(parts[1], 1))
             if "options" in rows.column_names:
                 report["paths"][name]["confusion"] = confusion(rows, chosen)
             if args.probe and batched:
-                answers = [option_texts(r)[r["answer"]] if r.get("options") else r["answer"] for r in rows]
+                # a text-then-letter answer is probed for its text (the letter is what has to be found from it)
+                answers = [option_texts(r)[r["answer"]] if r.get("options") else r["answer"].split(" Answer: ")[0]
+                           for r in rows]
                 report["probe"] = linear_probe(torch.cat(feats), answers)
     emit_json(report, args.out)
 
@@ -122,6 +133,31 @@ def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
         truth = texts[r["answer"]]
         out.setdefault(truth, Counter())[texts.get(letter, "?" + letter)] += 1
     return {t: dict(c.most_common()) for t, c in sorted(out.items())}
+
+
+def letter_index(pieces: list[str]) -> int | None:
+    """Where a text-then-letter answer's letter is, among its decoded answer tokens (``["Moves", " up", ".",
+    " Answer", ":", " D", "<end>"]`` -> 5): the last token that is one capital letter right after a colon."""
+    hits = [j for j in range(1, len(pieces))
+            if len(pieces[j].strip()) == 1 and pieces[j].strip().isupper() and pieces[j - 1].strip().endswith(":")]
+    return hits[-1] if hits else None
+
+
+def text_letter_parts(module, h, batch):
+    """Per row of the batch with a text-then-letter answer: (1, every token before the letter right, those and the
+    letter right), teacher-forced; rows without a letter after a colon are left out."""
+    target = batch["labels"][:, 1:]
+    out = []
+    for i in range(target.shape[0]):
+        pos = (target[i] != -100).nonzero().flatten()
+        ids = target[i, pos]
+        li = letter_index([module.tokenizer.decode([t]) for t in ids.tolist()])
+        if li is None:
+            continue
+        good = (module.model.lm_head(h[i, pos]).argmax(-1) == ids).tolist()
+        text_ok = all(good[:li])
+        out.append((1, int(text_ok), int(text_ok and good[li])))
+    return out
 
 
 def answers_right(module, h, batch):

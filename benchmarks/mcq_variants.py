@@ -1,5 +1,5 @@
 """Derived multiple-choice tables for training experiments: one question type of a SynthVid ``mcq`` table, answered
-with the option's text instead of its letter, or with one-word options.
+with the option's text instead of its letter (or the text, then the letter), or with one-word options.
 
 RESULTS 27.3 asks why the release-size target cannot answer motion questions by letter although it states the motion
 in captions and open questions. These tables separate the two halves of a letter answer: computing the motion where
@@ -12,7 +12,8 @@ first text run used the letter instruction). Each table keeps the source's
     python benchmarks/mcq_variants.py --data DATA --out DIR --type motion --answer text
     vidspec train fit --config CONFIG --data.path DIR --data.tables '[mcqtext]' --data.video_root DATA
 
-Writes ``DIR/mcq`` (letter answers) or ``DIR/mcqtext`` (text answers), a DatasetDict of the source's splits (train,
+Writes ``DIR/mcq`` (letter answers), ``DIR/mcqtext`` (text answers) or ``DIR/mcqtextletter`` (``--answer
+text-letter``: ``Moves right. Answer: B``), a DatasetDict of the source's splits (train,
 validation; test too when present), and prints the row counts and one converted row.
 """
 
@@ -22,10 +23,14 @@ import argparse
 import sys
 from pathlib import Path
 
-ANSWERS = ("letter", "text")
+ANSWERS = ("letter", "text", "text-letter")
 #: the instruction of text-answer rows by default: mixed with letter rows of the same question, the prompt must say
 #: which answer is wanted (with the letter rows' own instruction the two are indistinguishable)
 TEXT_INSTRUCTION = "Answer with the option's text from the given choices directly."
+#: the default instruction of text-then-letter rows (``Moves right. Answer: B``)
+TEXT_LETTER_INSTRUCTION = "Answer with the option's text, then its letter."
+#: the table each answer form is written to
+TABLES = {"letter": "mcq", "text": "mcqtext", "text-letter": "mcqtextletter"}
 OPTIONS = ("as-is", "last-word")
 
 
@@ -49,9 +54,11 @@ def convert(row: dict, answer: str, options: str, instruction: str) -> dict:
     out = {"video": row["video"], "task_type": row["task_type"]}
     if answer == "letter":
         return {**out, "question": row["question"], "options": opts, "answer": row["answer"]}
-    # the prompt the letter rows get (question, options, instruction), answered by the right option's text
+    # the prompt the letter rows get (question, options, instruction), answered by the right option's text (and,
+    # for text-letter, then its letter: the letter is chosen after the motion is stated, not before)
     right = opts["ABCDEFGH".index(row["answer"])]
-    return {**out, "question": "\n".join([row["question"], *opts, instruction]), "answer": option_text(right)}
+    answer_text = option_text(right) if answer == "text" else f"{option_text(right)} Answer: {row['answer']}"
+    return {**out, "question": "\n".join([row["question"], *opts, instruction]), "answer": answer_text}
 
 
 def main() -> None:
@@ -65,7 +72,7 @@ def main() -> None:
     ap.add_argument("--options", choices=OPTIONS, default="as-is")
     ap.add_argument("--instruction", default=None,
                     help="the instruction after the options of text-answer rows (default: answer with the option's "
-                         "text; letter rows keep the data module's)")
+                         "text, or its text then its letter; letter rows keep the data module's)")
     args = ap.parse_args()
 
     source = Path(args.data) / "mcq"
@@ -74,6 +81,7 @@ def main() -> None:
     except FileNotFoundError:
         print(f"mcq_variants: no mcq table at {source}", file=sys.stderr)
         sys.exit(2)
+    instruction = args.instruction or (TEXT_LETTER_INSTRUCTION if args.answer == "text-letter" else TEXT_INSTRUCTION)
     out = {}
     for split, rows in table.items():
         if args.type:
@@ -81,9 +89,9 @@ def main() -> None:
         if len(rows) == 0:
             print(f"mcq_variants: no {args.type!r} questions in {source} [{split}]", file=sys.stderr)
             sys.exit(2)
-        out[split] = rows.map(lambda r: convert(r, args.answer, args.options, args.instruction or TEXT_INSTRUCTION),
+        out[split] = rows.map(lambda r: convert(r, args.answer, args.options, instruction),
                               remove_columns=rows.column_names)
-    name = "mcq" if args.answer == "letter" else "mcqtext"
+    name = TABLES[args.answer]
     DatasetDict(out).save_to_disk(str(Path(args.out) / name))
     print({split: len(rows) for split, rows in out.items()})
     print(out[next(iter(out))][0])

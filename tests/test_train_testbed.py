@@ -216,8 +216,9 @@ def test_linear_probe_reads_what_is_there():
 
 
 def test_mcq_variants_convert():
-    """mcq_variants: a text answer keeps the letter rows' prompt and answers with the right option's text; one-word
-    options keep each option's distinguishing word."""
+    """mcq_variants: a text answer keeps the letter rows' prompt and answers with the right option's text (a
+    text-letter answer then names the letter, which the MCQ metric reads); one-word options keep each option's
+    distinguishing word."""
     from datasets import Dataset
 
     sys.path.insert(0, str(REPO / "benchmarks"))
@@ -230,6 +231,12 @@ def test_mcq_variants_convert():
     text = convert(row, "text", "as-is", MCQ_INSTRUCTION)  # the prompt of the letter rows, to compare them
     letter = convert(row, "letter", "as-is", MCQ_INSTRUCTION)
     assert text["answer"] == "Moves down." and "options" not in text
+    both = convert(row, "text-letter", "as-is", "Answer with the option's text, then its letter.")
+    assert both["answer"] == "Moves down. Answer: D" and both["question"].endswith("then its letter.")
+    from vidspec.evaluation.synthvid.mcq import extract_choice
+
+    assert extract_choice(both["answer"], options=row["options"]) == "D"
+    assert extract_choice("Moves left. Answer: B", options=row["options"]) == "B"  # the letter counts, not the text
     short = convert(row, "letter", "last-word", MCQ_INSTRUCTION)
     assert short["options"] == ["A. left.", "B. still.", "C. grows.", "D. down."] and short["answer"] == "D"
 
@@ -237,6 +244,16 @@ def test_mcq_variants_convert():
                           for r in (text, letter))
     assert as_text.prompt == as_letter.prompt and as_text.answer == "Moves down." and as_letter.answer == "D"
     assert as_letter.kind == "motion" and as_text.kind == ""  # a text answer is not counted as a letter
+
+
+def test_mcq_teacher_forced_letter_index():
+    """mcq_teacher_forced: a text-then-letter answer's letter is found after its colon, not in the text."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from mcq_teacher_forced import letter_index
+
+    assert letter_index(["Moves", " up", ".", " Answer", ":", " D", "<|im_end|>"]) == 5
+    assert letter_index(["A", " circle", "."]) is None  # a capital letter with no colon before it is no answer
+    assert letter_index(["Moves", " up", "."]) is None
 
 
 def test_mcq_variants_script_and_text_table(tmp_path):
