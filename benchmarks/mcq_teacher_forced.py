@@ -20,6 +20,7 @@ Figures:
   text_accuracy,     (text-then-letter answers, ``mcq_variants.py --answer text-letter``: ``Moves up. Answer: D``)
   letter_given_text  every token before the letter right, and the letter right among the questions whose text is
                      right: can the model find the letter of the option it has just stated?
+  confusion_after_text  (text-then-letter answers) as ``confusion``, for the letter after the text
 
 ``--table`` reads another table of DATA in the same form, e.g. one written by ``mcq_variants.py`` (``mcqtext``: the
 same prompts answered with the option's text; its ``answer_accuracy`` says whether the content is right, and
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -84,6 +86,7 @@ def main() -> None:
             dm.setup("fit")
             ok = n = whole = 0
             parts = [0, 0, 0]  # text-letter answers: rows with a letter, text right, text and letter right
+            stated: list[str] = []  # text-letter answers: the letter the model puts after the (right) text
             losses: list[float] = []
             letters: Counter[str] = Counter()
             chosen: list[str] = []
@@ -95,8 +98,9 @@ def main() -> None:
                     feats.append(at.float())
                     ok += int((pred == true).sum())
                     whole += int(answers_right(module, h, batch).sum())
-                    for row in text_letter_parts(module, h, batch):
+                    for *row, letter in text_letter_parts(module, h, batch):
                         parts = [a + b for a, b in zip(parts, row)]
+                        stated.append(letter)
                     n += len(pred)
                     firsts = [module.tokenizer.decode([p]).strip() or "?" for p in pred.tolist()]
                     letters.update(firsts)
@@ -109,6 +113,8 @@ def main() -> None:
             if parts[0]:
                 report["paths"][name].update(text_accuracy=parts[1] / parts[0],
                                              letter_given_text=parts[2] / max(parts[1], 1))
+                if parts[0] == len(rows):  # every row a text-letter answer: which option the stated letter picks
+                    report["paths"][name]["confusion_after_text"] = confusion(rows, stated)
             if "options" in rows.column_names:
                 report["paths"][name]["confusion"] = confusion(rows, chosen)
             if args.probe and batched:
@@ -120,8 +126,10 @@ def main() -> None:
 
 
 def option_texts(row: dict) -> dict[str, str]:
-    """A multiple-choice row's options by letter: ``["A. Moves up.", ...]`` -> ``{"A": "Moves up.", ...}``."""
-    return {o.split(". ", 1)[0]: o.split(". ", 1)[-1] for o in row["options"]}
+    """A multiple-choice row's options by letter: ``["A. Moves up.", ...]`` -> ``{"A": "Moves up.", ...}``; a row
+    with its options inside the question (``mcq_variants.py`` text answers) is read from the question's lines."""
+    options = row.get("options") or [line for line in row["question"].split("\n") if re.match(r"[A-Z]\. ", line)]
+    return {o.split(". ", 1)[0]: o.split(". ", 1)[-1] for o in options}
 
 
 def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
@@ -130,7 +138,7 @@ def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
     out: dict[str, Counter[str]] = {}
     for r, letter in zip(rows, chosen):
         texts = option_texts(r)
-        truth = texts[r["answer"]]
+        truth = texts[r["answer"][-1]]  # a text-letter answer ends with its letter
         out.setdefault(truth, Counter())[texts.get(letter, "?" + letter)] += 1
     return {t: dict(c.most_common()) for t, c in sorted(out.items())}
 
@@ -145,7 +153,8 @@ def letter_index(pieces: list[str]) -> int | None:
 
 def text_letter_parts(module, h, batch):
     """Per row of the batch with a text-then-letter answer: (1, every token before the letter right, those and the
-    letter right), teacher-forced; rows without a letter after a colon are left out."""
+    letter right, the letter the model puts there), teacher-forced; rows without a letter after a colon are left
+    out."""
     target = batch["labels"][:, 1:]
     out = []
     for i in range(target.shape[0]):
@@ -156,7 +165,8 @@ def text_letter_parts(module, h, batch):
             continue
         good = (module.model.lm_head(h[i, pos]).argmax(-1) == ids).tolist()
         text_ok = all(good[:li])
-        out.append((1, int(text_ok), int(text_ok and good[li])))
+        letter = module.tokenizer.decode([int(module.model.lm_head(h[i, pos[li]]).argmax(-1))]).strip()
+        out.append((1, int(text_ok), int(text_ok and good[li]), letter))
     return out
 
 

@@ -254,6 +254,12 @@ def test_mcq_teacher_forced_letter_index():
     assert letter_index(["Moves", " up", ".", " Answer", ":", " D", "<|im_end|>"]) == 5
     assert letter_index(["A", " circle", "."]) is None  # a capital letter with no colon before it is no answer
     assert letter_index(["Moves", " up", "."]) is None
+    from mcq_teacher_forced import confusion, option_texts
+
+    row = {"question": "How does it move?\nA. Moves left.\nB. Grows.\nC. Moves up.\nD. Stays still.\nAnswer with the "
+                       "option's text, then its letter.", "answer": "Moves up. Answer: C"}
+    assert option_texts(row) == {"A": "Moves left.", "B": "Grows.", "C": "Moves up.", "D": "Stays still."}
+    assert confusion([row, row], ["C", "A"]) == {"Moves up.": {"Moves up.": 1, "Moves left.": 1}}
 
 
 def test_mcq_variants_script_and_text_table(tmp_path):
