@@ -163,10 +163,10 @@ def text_letter_parts(module, h, batch):
         li = letter_index([module.tokenizer.decode([t]) for t in ids.tolist()])
         if li is None:
             continue
-        good = (module.model.lm_head(h[i, pos]).argmax(-1) == ids).tolist()
+        pred = module.model.lm_head(h[i, pos]).argmax(-1)
+        good = (pred == ids).tolist()
         text_ok = all(good[:li])
-        letter = module.tokenizer.decode([int(module.model.lm_head(h[i, pos[li]]).argmax(-1))]).strip()
-        out.append((1, int(text_ok), int(text_ok and good[li]), letter))
+        out.append((1, int(text_ok), int(text_ok and good[li]), module.tokenizer.decode([int(pred[li])]).strip()))
     return out
 
 
