@@ -39,6 +39,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mcq_variants import LETTER_MARK, option_text  # noqa: E402
 from testbed_common import emit_json  # noqa: E402
 
 
@@ -97,8 +98,9 @@ def main() -> None:
                     at, pred, true = module.answer_letters(h, batch, list(range(h.shape[0])))
                     feats.append(at.float())
                     ok += int((pred == true).sum())
-                    whole += int(answers_right(module, h, batch).sum())
-                    for *row, letter in text_letter_parts(module, h, batch):
+                    target, argmax = answer_argmax(module, h, batch)
+                    whole += int(((argmax == target) | (target == -100)).all(1).sum())
+                    for *row, letter in text_letter_parts(module.tokenizer, target, argmax):
                         parts = [a + b for a, b in zip(parts, row)]
                         stated.append(letter)
                     n += len(pred)
@@ -119,7 +121,7 @@ def main() -> None:
                 report["paths"][name]["confusion"] = confusion(rows, chosen)
             if args.probe and batched:
                 # a text-then-letter answer is probed for its text (the letter is what has to be found from it)
-                answers = [option_texts(r)[r["answer"]] if r.get("options") else r["answer"].split(" Answer: ")[0]
+                answers = [option_texts(r)[r["answer"]] if r.get("options") else r["answer"].split(LETTER_MARK)[0]
                            for r in rows]
                 report["probe"] = linear_probe(torch.cat(feats), answers)
     emit_json(report, args.out)
@@ -129,7 +131,7 @@ def option_texts(row: dict) -> dict[str, str]:
     """A multiple-choice row's options by letter: ``["A. Moves up.", ...]`` -> ``{"A": "Moves up.", ...}``; a row
     with its options inside the question (``mcq_variants.py`` text answers) is read from the question's lines."""
     options = row.get("options") or [line for line in row["question"].split("\n") if re.match(r"[A-Z]\. ", line)]
-    return {o.split(". ", 1)[0]: o.split(". ", 1)[-1] for o in options}
+    return {o.split(". ", 1)[0]: option_text(o) for o in options}
 
 
 def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
@@ -151,33 +153,34 @@ def letter_index(pieces: list[str]) -> int | None:
     return hits[-1] if hits else None
 
 
-def text_letter_parts(module, h, batch):
-    """Per row of the batch with a text-then-letter answer: (1, every token before the letter right, those and the
-    letter right, the letter the model puts there), teacher-forced; rows without a letter after a colon are left
-    out."""
-    target = batch["labels"][:, 1:]
+def text_letter_parts(tokenizer, target, argmax):
+    """Per row with a text-then-letter answer (``answer_argmax``'s tensors): (1, every token before the letter right,
+    those and the letter right, the letter the model puts there), teacher-forced; rows without a letter after a colon
+    are left out."""
     out = []
-    for i in range(target.shape[0]):
-        pos = (target[i] != -100).nonzero().flatten()
-        ids = target[i, pos]
-        li = letter_index([module.tokenizer.decode([t]) for t in ids.tolist()])
+    for ids, pred in zip(target, argmax):
+        keep = ids != -100
+        ids, pred = ids[keep], pred[keep]
+        li = letter_index([tokenizer.decode([t]) for t in ids.tolist()])
         if li is None:
             continue
-        pred = module.model.lm_head(h[i, pos]).argmax(-1)
         good = (pred == ids).tolist()
         text_ok = all(good[:li])
-        out.append((1, int(text_ok), int(text_ok and good[li]), module.tokenizer.decode([int(pred[li])]).strip()))
+        out.append((1, int(text_ok), int(text_ok and good[li]), tokenizer.decode([int(pred[li])]).strip()))
     return out
 
 
-def answers_right(module, h, batch):
-    """Per row of the batch: is every answer token (the closing end of text too) the LM head's argmax?"""
+def answer_argmax(module, h, batch):
+    """The answer tokens (``labels`` shifted; -100 off the answer) and the LM head's argmax where each is predicted
+    (-100 off the answer). The head runs on answer positions only, as the training loss runs it (a video prompt is
+    mostly never predicted)."""
+    import torch
+
     target = batch["labels"][:, 1:]
     answer = target != -100
-    wrong = answer.clone().fill_(False)
-    # the LM head on answer positions only, as the training loss runs it (a video prompt is mostly never predicted)
-    wrong[answer] = module.model.lm_head(h[:, :-1][answer]).argmax(-1) != target[answer]
-    return ~wrong.any(1)
+    argmax = torch.full_like(target, -100)
+    argmax[answer] = module.model.lm_head(h[:, :-1][answer]).argmax(-1)
+    return target, argmax
 
 
 def linear_probe(x, labels: list[str], train_share: float = 0.7, steps: int = 500, seed: int = 0) -> dict:

@@ -29,6 +29,8 @@ ANSWERS = ("letter", "text", "text-letter")
 TEXT_INSTRUCTION = "Answer with the option's text from the given choices directly."
 #: the default instruction of text-then-letter rows (``Moves right. Answer: B``)
 TEXT_LETTER_INSTRUCTION = "Answer with the option's text, then its letter."
+#: what separates a text-then-letter answer's text from its letter
+LETTER_MARK = " Answer: "
 #: the table each answer form is written to
 TABLES = {"letter": "mcq", "text": "mcqtext", "text-letter": "mcqtextletter"}
 OPTIONS = ("as-is", "last-word")
@@ -57,7 +59,7 @@ def convert(row: dict, answer: str, options: str, instruction: str) -> dict:
     # the prompt the letter rows get (question, options, instruction), answered by the right option's text (and,
     # for text-letter, then its letter: the letter is chosen after the motion is stated, not before)
     right = opts["ABCDEFGH".index(row["answer"])]
-    answer_text = option_text(right) if answer == "text" else f"{option_text(right)} Answer: {row['answer']}"
+    answer_text = option_text(right) if answer == "text" else f"{option_text(right)}{LETTER_MARK}{row['answer']}"
     return {**out, "question": "\n".join([row["question"], *opts, instruction]), "answer": answer_text}
 
 
