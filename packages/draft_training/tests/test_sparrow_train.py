@@ -114,6 +114,45 @@ def test_nonfinite_draft_gradients_drop_the_step(dataset, caplog):
     assert name in caplog.text
 
 
+def test_init_from_continues_a_release_even_after_the_target_changed(dataset, tmp_path, caplog):
+    """A warm start loads the release's weights; a fine-tuned target (other weights, same tokenizer) is accepted and
+    logged, another tokenizer is refused with a ConfigError."""
+    from vidspec.decoding.sparrow import target_fingerprint
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+
+    torch.manual_seed(0)
+    first = SparrowDistillModule(target="tiny-llava-ov", loss={"mtp_steps": 2})
+    batch = a_batch(first, dataset)
+    opt = torch.optim.AdamW(first.draft.parameters(), lr=1e-2)
+    for _ in range(3):
+        loss, _, _ = first.step(batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    fp = target_fingerprint(first.target)
+
+    def release(name, **fingerprint):
+        return str(first.draft.save_pretrained(tmp_path / name, manifest={"target_fingerprint": {**fp, **fingerprint}}))
+
+    def own(module):
+        return {k: v.detach().clone() for k, v in module.draft.own_state_dict().items()}
+
+    trained = own(first)
+    same = SparrowDistillModule(target="tiny-llava-ov", loss={"mtp_steps": 2}, init_from=release("same"))
+    fresh = SparrowDistillModule(target="tiny-llava-ov", loss={"mtp_steps": 2})
+    assert trained.keys() == own(same).keys()
+    assert all(torch.equal(trained[k], v) for k, v in own(same).items())
+    assert not all(torch.equal(trained[k], v) for k, v in own(fresh).items())
+    assert float(same.step(batch)[0].detach()) < float(fresh.step(batch)[0].detach())  # it starts where the release stopped
+
+    with caplog.at_level("INFO", logger="vidspec.draft_training.sparrow.module"):
+        tuned = SparrowDistillModule(target="tiny-llava-ov", init_from=release("tuned", weights="before-fine-tune"))
+    assert all(torch.equal(trained[k], v) for k, v in own(tuned).items())
+    assert "other weights" in caplog.text
+    with pytest.raises(ConfigError, match="tokenizer differs"):
+        SparrowDistillModule(target="tiny-llava-ov", init_from=release("other-vocab", tokenizer="another"))
+
+
 def test_draft_batch_layout(dataset):
     """IVSB puts the visual states first; text entries skip position 0 and visual positions."""
     from vidspec.draft_training.sparrow import SparrowDistillModule

@@ -161,6 +161,29 @@ class DraftBatch:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _continue_from(path: str, tgt, target_name: str) -> SparrowDraftModel:
+    """Load the Sparrow release ``path`` as the starting draft for distilling from ``tgt``.
+
+    Unlike decoding with a release (which refuses any other target), a warm start accepts a
+    release distilled from other weights of the same tokenizer, such as the target before a
+    fine-tune, and says so in the log; the shapes must still fit.
+
+    Raises:
+        ConfigError: the release was made for a target with another tokenizer.
+        ModelError: the release is missing, malformed, or its shapes do not fit ``tgt``.
+    """
+    draft = SparrowDraftModel.from_pretrained(path, target=tgt, allow_target_mismatch=True)
+    want = draft.manifest.get("target_fingerprint") or {}
+    have = target_fingerprint(tgt)
+    if want.get("tokenizer") and want["tokenizer"] != have["tokenizer"]:
+        raise ConfigError(f"model.init_args.init_from {path}: the release was distilled from target "
+                          f"{draft.manifest.get('target_id', '?')!r}, whose tokenizer differs from {target_name!r}'s")
+    if want.get("weights") != have["weights"]:
+        log.info("init_from %s was distilled from target %r (other weights); its distillation continues against %r",
+                 path, draft.manifest.get("target_id", "?"), target_name)
+    return draft.float()
+
+
 class SparrowDistillModule(L.LightningModule):
     """Distil a Sparrow draft from a frozen target (see the module docstring).
 
@@ -172,7 +195,9 @@ class SparrowDistillModule(L.LightningModule):
         target_dtype: dtype of the frozen target ("auto": bfloat16 on CUDA, float32 on CPU).
         max_frames: frames per video fed to the target (default: the target's own budget).
         init_from: a Sparrow release to continue from (its weights; its architecture wins over
-            ``draft``).
+            ``draft``). It may come from an earlier version of ``target`` (the same tokenizer, other
+            weights: a draft distilled before the target's fine-tune); a release for another
+            tokenizer is refused.
         feature_cache: a folder written by :func:`~vidspec.draft_training.sparrow.features.precompute_features`;
             when set the target's hidden states are read from it instead of running the target
             (the embedding table and LM head are still used).
@@ -212,7 +237,7 @@ class SparrowDistillModule(L.LightningModule):
         # the draft, and each process keeps its own copy of the target.
         object.__setattr__(self, "target", tgt)
         if init_from:
-            self.draft = SparrowDraftModel.from_pretrained(init_from, target=tgt).float()
+            self.draft = _continue_from(init_from, tgt, target)
         else:
             cfg = SparrowConfig.from_target(
                 tgt.model, tgt.family, target, position_mode=draft.position_mode, head_norm=draft.head_norm,
