@@ -38,7 +38,9 @@ def test_headline_script_smoke(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in KNOBS}
     env.update({"SMOKE": "1", "OUT": str(out), "EVAL_LIMIT": "2", "LONG_FRAMES": "16", "LONG_TRAIN": "1", "PY": sys.executable,
                 "LONG_METHODS": "ar,sparrow,lvspec-pst",  # a draft-VLM method on the long set too (issue 9: every method)
-                "LONG_SPARROW_AUGMENT": "--data.frame_repeat [1,2]",  # the long Sparrow distilled on long inputs too
+                # the long Sparrow distilled on long inputs too, warm-started from the Sparrow of the target before
+                # its long fine-tune (RESULTS 29.4: init_from across a fine-tune)
+                "LONG_SPARROW_AUGMENT": f"--data.frame_repeat [1,2] --model.init_args.init_from {out}/releases/sparrow-synthvid",
                 "LONG_DRAFT": "1",  # and the draft VLM fine-tuned on them
                 "HF_EXTRA": "--k 3",
                 "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "VIDSPEC_GIT_SHA": "0123abc"})
@@ -75,6 +77,7 @@ def test_headline_script_smoke(tmp_path):
     assert long_cfg["data"]["frame_repeat"] == [1, 2] and long_cfg["data"]["position_stretch"] == [1, 2]
     sparrow_cfg = json.loads((out / "releases" / "long-sparrow" / "manifest.json").read_text())["training_config"]
     assert sparrow_cfg["data"]["frame_repeat"] == [1, 2]  # LONG_SPARROW_AUGMENT reached the long Sparrow's recipe
+    assert sparrow_cfg["model"]["init_args"]["init_from"].endswith("releases/sparrow-synthvid")  # and its warm start
     draft_cfg = json.loads((out / "releases" / "long-draft" / "manifest.json").read_text())["training_config"]
     assert draft_cfg["data"]["frame_repeat"] == [1, 2] and draft_cfg["data"]["caption_styles"] == ["beta"]
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
