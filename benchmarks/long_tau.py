@@ -17,6 +17,11 @@ caption of n tokens after the prefill's first needs at least ceil(n / (K + 1)) p
 also gets its ceiling and whether it reached it (the draft matched every token the rounds allowed), and
 each length the passes it took over the fewest possible (1.00: the draft was never wrong).
 
+Where records carry each round (``rounds``, recorded since 2026-12-02), each video also gets the tokens its draft
+missed (``misses``: index in the caption and the SynthVid token), and the videos whose caption is the same at both
+lengths get the misses the long reading adds (``extra_misses``), counted by token and by label (colour, shape,
+motion, filler, ...): which words the draft loses at 26k visual tokens.
+
 On ten videos one caption can move the ratio by several points, so the bar also gets a paired bootstrap
 over the videos (``bootstrap``: the same videos drawn with replacement at both lengths, 10,000 draws, a fixed
 seed): a 95% interval of the ratio and the share of draws that meet the bar. A run whose interval straddles
@@ -39,6 +44,7 @@ import random
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from vidspec.evaluation.records import read_jsonl, run_file
@@ -75,6 +81,30 @@ def ceiling(tokens: int, k: int | None) -> tuple[int, float] | None:
     return passes, (tokens - 1) / passes
 
 
+def misses(r: dict) -> list[int] | None:
+    """Indices in ``token_ids`` of the tokens a chain method's draft missed: in each round with ``accepted <
+    drafted``, the target's token after the accepted ones. None for a record without ``rounds``."""
+    if "rounds" not in r:
+        return None
+    out, pos = [], 1  # the first token comes from the prefill
+    for drafted, accepted, emitted in r["rounds"]:
+        if accepted < drafted and pos + accepted < len(r["token_ids"]):
+            out.append(pos + accepted)
+        pos += emitted
+    return out
+
+
+def token_pieces(token_ids: list[int]) -> tuple[list[str], list[str]]:
+    """``(text pieces, labels)`` of SynthVid token ids (the long pass's targets use the SynthVid tokenizer)."""
+    from vidspec.evaluation.synthvid.tokenizer import build_tokenizer, token_labels
+
+    tok = _TOKENIZER.setdefault("synthvid", build_tokenizer())
+    return [tok.decode([t]) for t in token_ids], token_labels(token_ids, tok)
+
+
+_TOKENIZER: dict = {}
+
+
 def bootstrap_ratio(short: list[float], long_: list[float], draws: int = 10_000, seed: int = 0) -> dict:
     """Paired bootstrap of ``mean(long_) / mean(short)`` over the videos (``short[i]`` and ``long_[i]`` are one
     video's τ at the two lengths): the 95% percentile interval and the share of draws at or above the bar."""
@@ -104,6 +134,10 @@ def analyse(runs: list[tuple[int, list[dict]]], method: str = "sparrow") -> dict
             row = {"tau": r["tau"], "tokens": r["num_new_tokens"], "passes": r["target_passes"],
                    "clean": spelt_right(ar[sid]["text"], vocab) if sid in ar else None,
                    "ar_text": ar[sid]["text"] if sid in ar else None}
+            missed = misses(r)
+            if missed is not None:
+                pieces, labels = token_pieces(r["token_ids"])
+                row["misses"] = [{"index": i, "token": pieces[i], "label": labels[i]} for i in missed]
             top = ceiling(r["num_new_tokens"], r.get("k"))
             if top is not None:
                 row["min_passes"], row["tau_ceiling"] = top
@@ -149,6 +183,21 @@ def analyse(runs: list[tuple[int, list[dict]]], method: str = "sparrow") -> dict
     if same_text:
         out["bar"]["ratio_same_text_at_every_length"] = (long_["tau_same_text_at_every_length"]
                                                          / short["tau_same_text_at_every_length"])
+    first, last = per[lengths[0]], per[lengths[-1]]
+    if same_text and all("misses" in first[s] and "misses" in last[s] for s in same_text):
+        # the same tokens asked for at both lengths: a miss only at the long reading is the draft's loss there
+        extra = {}
+        for s in same_text:
+            known = {m["index"] for m in first[s]["misses"]}
+            added = [m for m in last[s]["misses"] if m["index"] not in known]
+            if added:
+                extra[s] = added
+        out["extra_misses"] = {
+            "videos": extra,
+            "by_token": dict(Counter(m["token"] for v in extra.values() for m in v).most_common()),
+            "by_label": dict(Counter(m["label"] for v in extra.values() for m in v).most_common()),
+            "misses_at_each_length": {str(f): sum(len(per[f][s]["misses"]) for s in same_text) for f in lengths},
+        }
     return out
 
 
@@ -190,6 +239,11 @@ def plot(doc: dict, path: Path) -> Path:
     return path
 
 
+def lengths_label(doc: dict) -> str:
+    """``"1536 frames"``: the longest reading of ``doc``."""
+    return f"{list(doc['lengths'])[-1]} frames"
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
@@ -229,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"on the {doc['same_text_at_every_length']} videos whose AR caption is the same text at every length: "
               f"tau {' / '.join(_fmt(r['tau_same_text_at_every_length']) for r in doc['lengths'].values())}, "
               f"ratio {bar['ratio_same_text_at_every_length']:.3f}")
+    extra = doc.get("extra_misses")
+    if extra:
+        at = extra["misses_at_each_length"]
+        print(f"draft misses on those videos: {' / '.join(str(at[f]) for f in at)}; only at {lengths_label(doc)}: "
+              f"{sum(len(v) for v in extra['videos'].values())} on {len(extra['videos'])} videos, by label "
+              f"{extra['by_label']}, by token {extra['by_token']}")
     if args.out:
         sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         doc["runs"] = [str(r) for r in args.runs]

@@ -96,3 +96,35 @@ def test_bootstrap_interval_of_the_ratio():
     short = _recs({"a": 9.0, "b": 9.0}, {"a": "x", "b": "x"})
     doc = analyse([(64, short), (1536, _recs({"a": 9.0, "b": 4.5}, {"a": "x", "b": "x"}))])
     assert doc["bar"]["bootstrap"]["ci95"][0] == 0.5 and doc["bar"]["bootstrap"]["ci95"][1] == 1.0
+
+
+def test_extra_misses_name_the_words_the_long_reading_loses():
+    """With ``rounds`` in the records, the tokens the draft missed are located, and on a caption that is the same at
+    both lengths the misses only the long reading has are counted by token and label."""
+    from long_tau import misses
+
+    from vidspec.evaluation.synthvid.tokenizer import build_tokenizer
+
+    text = "We see the orange star, which slowly drifts straight down during the clip. Nothing disappears."
+    tok = build_tokenizer()
+    ids = tok(text)["input_ids"] + [tok.eos_token_id]
+    n = len(ids)
+
+    def recs(rounds: list[list[int]]) -> list[dict]:
+        assert sum(e for _, _, e in rounds) == n - 1
+        base = {"sample_id": "a", "text": text, "token_ids": ids, "num_new_tokens": n}
+        return [{**base, "method": "ar", "tau": 1.0, "target_passes": n - 1},
+                {**base, "method": "sparrow", "k": 16, "rounds": rounds, "target_passes": len(rounds),
+                 "tau": (n - 1) / len(rounds)}]
+
+    short = [[16, 7, 8], [16, n - 10, n - 9]]  # one miss after 7 tokens, then the rest
+    long_ = [[16, 2, 3], [16, 4, 5], [16, n - 10, n - 9]]  # a miss at the colour first
+    assert misses(recs(short)[1]) == [8, n - 1] and misses(recs(long_)[1]) == [3, 8, n - 1]
+    assert misses({"token_ids": ids}) is None  # records written before ``rounds``
+    doc = analyse([(64, recs(short)), (1536, recs(long_))])
+    extra = doc["extra_misses"]
+    assert extra["videos"]["a"] == [{"index": 3, "token": " orange", "label": "colour"}]
+    assert extra["by_label"] == {"colour": 1} and extra["misses_at_each_length"] == {"64": 2, "1536": 3}
+    # without rounds in the records there is nothing to locate
+    plain = [{k: v for k, v in r.items() if k != "rounds"} for r in recs(short)]
+    assert "extra_misses" not in analyse([(64, plain), (1536, plain)])

@@ -33,6 +33,11 @@ def test_every_sample_and_method_recorded_with_the_schema(run):
         assert r["num_new_tokens"] == len(r["token_ids"]) >= 1
         assert r["wall_s"] >= r["prefill_s"] + r["decode_s"] > 0
         assert r["fact_precision"] is not None and r["metric"] == "synthvid_facts"
+        # each target pass in order: [drafted, accepted, emitted], adding up to the record's totals
+        rounds = r["rounds"]
+        assert len(rounds) == r["target_passes"] and all(len(x) == 3 for x in rounds)
+        assert sum(x[0] for x in rounds) == r["drafted"] and sum(x[1] for x in rounds) == r["accepted"]
+        assert sum(x[2] for x in rounds) == r["num_new_tokens"] - 1  # the first token is the prefill's
     # AR comes first for each sample: every other record was measured against it.
     first = {}
     for r in records:

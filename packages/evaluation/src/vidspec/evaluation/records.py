@@ -73,6 +73,11 @@ class SampleRecord(TypedDict):
     ``draft_ms_per_round``/``verify_ms_per_round`` the mean milliseconds per round of ``propose``
     and of verification (target pass, decision, rollback, commit), None without rounds; the rest of
     ``decode_s`` is the engine's own per-round bookkeeping. ``drafter`` is the drafter's class.
+    ``rounds`` (since 2026-12-02): ``[drafted, accepted, emitted]`` of each target pass in order, so
+    which token a round's draft missed can be located: the first token comes from the prefill, round
+    ``j`` emits the ``emitted`` tokens after those of the rounds before it, and in a chain method's
+    round with ``accepted < drafted`` the token after the accepted ones is the target's own, where the
+    draft proposed another (a tree method drafts more nodes than a round can accept).
     """
 
     schema: int
@@ -111,6 +116,7 @@ class SampleRecord(TypedDict):
     draft_ms_per_round: NotRequired[float | None]
     verify_ms_per_round: NotRequired[float | None]
     drafter: NotRequired[str]
+    rounds: NotRequired[list[list[int]]]
 
 
 class JudgementRecord(TypedDict):

@@ -522,6 +522,7 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
         **fidelity(sample, result.text),
         **round_timing(result),
         drafter=drafter,
+        rounds=[[s.drafted, s.accepted, s.emitted] for s in steps],
     )
     if ar is not None and method != "ar":
         rec["dsr"], rec["esr"] = speedups(rec, ar)
