@@ -143,6 +143,9 @@ read -r -a LONG_AUG_ARGS <<< "$LONG_AUGMENT"  # e.g. "--data.frame_repeat [1,2,4
 # long target's reading differs from its short one; LONG_SPARROW_AUGMENT="$LONG_AUGMENT" distils it on the same long
 # inputs the target was fine-tuned on, so it learns the target's text states at 26k visual tokens.
 read -r -a LONG_SPARROW_AUG_ARGS <<< "${LONG_SPARROW_AUGMENT:-}"
+# LONG_SPARROW_NAME (long-sparrow): the long Sparrow's release ($OUT/releases/NAME) and run folder, which the long
+# pass's eval reads: a second name distils a second draft beside the first (benchmarks/long_ab.py compares two).
+LONG_SPARROW_NAME=${LONG_SPARROW_NAME:-long-sparrow}
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONHASHSEED=$SEED VIDSPEC_LOG_LEVEL=${VIDSPEC_LOG_LEVEL:-INFO}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -278,11 +281,11 @@ if want eval; then
       if stage sparrow; then
         [[ -f "$OUT/releases/long-target/manifest.json" ]] \
           || { echo "long pass: no $OUT/releases/long-target (LONG_STAGES without target, and none exported yet)" >&2; exit 1; }
-        long_release long-sparrow sparrow-tiny-cpu "$LONG_SPARROW_TIME" "$LONG_SPARROW_STEPS" \
+        long_release "$LONG_SPARROW_NAME" sparrow-tiny-cpu "$LONG_SPARROW_TIME" "$LONG_SPARROW_STEPS" \
           --model.init_args.target "$OUT/releases/long-target" --model.init_args.target_dtype float32 \
           --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size "$LONG_BATCH" "${LONG_SPARROW_AUG_ARGS[@]}"
       fi
-      TARGET=$OUT/releases/long-target; SPARROW=$OUT/releases/long-sparrow
+      TARGET=$OUT/releases/long-target; SPARROW=$OUT/releases/$LONG_SPARROW_NAME
       if stage eval && [[ ! -f "$SPARROW/manifest.json" ]]; then
         echo "long pass: no $SPARROW to evaluate with (run the target and sparrow stages first)" >&2; exit 1
       fi

@@ -95,10 +95,13 @@ def misses(r: dict) -> list[int] | None:
 
 
 def token_pieces(token_ids: list[int]) -> tuple[list[str], list[str]]:
-    """``(text pieces, labels)`` of SynthVid token ids (the long pass's targets use the SynthVid tokenizer)."""
+    """``(text pieces, labels)`` of SynthVid token ids (the long pass's targets use the SynthVid tokenizer); a
+    caption with an id outside that vocabulary (another target's tokenizer) gets ``"?"`` and ``"unknown"``."""
     from vidspec.evaluation.synthvid.tokenizer import build_tokenizer, token_labels
 
     tok = _TOKENIZER.setdefault("synthvid", build_tokenizer())
+    if any(not 0 <= t < len(tok) for t in token_ids):
+        return ["?"] * len(token_ids), ["unknown"] * len(token_ids)
     return [tok.decode([t]) for t in token_ids], token_labels(token_ids, tok)
 
 

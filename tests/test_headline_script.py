@@ -21,7 +21,8 @@ KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRA
          "DDP_TARGET", "FIGURES_LIMIT", "NUM_VIDEOS", "WORKERS", "MCQ_LIMIT", "HF_LIMIT", "EVAL_EXTRA",
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
          "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA",
-         "LONG_STAGES", "LONG_METHODS", "LONG_SPARROW_AUGMENT", "LONG_DRAFT", "LONG_DRAFT_TIME", "LONG_DRAFT_STEPS")
+         "LONG_STAGES", "LONG_METHODS", "LONG_SPARROW_AUGMENT", "LONG_DRAFT", "LONG_DRAFT_TIME", "LONG_DRAFT_STEPS",
+         "LONG_SPARROW_NAME")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -121,6 +122,21 @@ def test_headline_script_smoke(tmp_path):
     later = {b["bar"]: b for b in json.loads((out / "headline.json").read_text())["bars"]}
     assert later["sparrow tau at 16 vs 8 frames"] == bars["sparrow tau at 16 vs 8 frames"]
     assert "long16-eager" not in json.loads((out / "headline.json").read_text())["eval"]
+
+    # The next A/B (.gpu/s23c3.sh): a second long Sparrow beside the first (LONG_SPARROW_NAME), warm-started from it on
+    # the long inputs, then both drafts side by side on the long set (benchmarks/long_ab.py).
+    rel = out / "releases"
+    _run(env | {"LONG_STAGES": "sparrow", "LONG_SPARROW_NAME": "long-sparrow-b",
+                "LONG_SPARROW_AUGMENT": f"--data.frame_repeat [1,2] --model.init_args.init_from {rel}/long-sparrow"})
+    b_cfg = json.loads((rel / "long-sparrow-b" / "manifest.json").read_text())["training_config"]
+    assert b_cfg["model"]["init_args"]["init_from"].endswith("releases/long-sparrow")
+    ab = subprocess.run([sys.executable, str(REPO / "benchmarks" / "long_ab.py"), "--target", str(rel / "long-target"),
+                         "--sparrow-a", str(rel / "long-sparrow"), "--sparrow-b", str(rel / "long-sparrow-b"),
+                         "--data", str(out / "synthvid-long16"), "--frames", "8,16", "--limit", "2",
+                         "--max-new-tokens", "16", "--out", str(out / "long-ab")],
+                        capture_output=True, text=True, timeout=300, env=env, cwd=REPO)
+    assert ab.returncode == 0, ab.stderr[-3000:]
+    assert "B - A:" in ab.stdout and (out / "long-ab" / "long_ab.json").is_file()
 
 
 def test_headline_script_refuses_an_unknown_eval_part(tmp_path):

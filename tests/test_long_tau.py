@@ -128,3 +128,10 @@ def test_extra_misses_name_the_words_the_long_reading_loses():
     # without rounds in the records there is nothing to locate
     plain = [{k: v for k, v in r.items() if k != "rounds"} for r in recs(short)]
     assert "extra_misses" not in analyse([(64, plain), (1536, plain)])
+
+
+def test_token_pieces_of_another_tokenizer_are_unknown():
+    from long_tau import token_pieces
+
+    assert token_pieces([892, 733]) == (["We", " see"], ["filler", "filler"])
+    assert token_pieces([892, 100_000]) == (["?", "?"], ["unknown", "unknown"])

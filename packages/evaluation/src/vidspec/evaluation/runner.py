@@ -294,6 +294,18 @@ def load_models(config: EvalConfig, frames: int) -> EvalModels:
     return models
 
 
+def fast_options_of(config: EvalConfig) -> dict[str, Any] | None:
+    """The FastTarget options of ``config`` (None on the eager engine)."""
+    if config.engine != "fast":
+        return None
+    options: dict[str, Any] = {"max_len": config.fast_max_len, "gemv": GEMV_MODES[config.fast_gemv]}
+    if not config.fast_compile:  # else FastTarget's default: compile on CUDA when Triton is there
+        options["compile"] = False
+    if any(m in TREE_METHODS for m in config.methods):  # the shared target must hold the verify tree
+        options = tree_fast_options(options, config.tree_total)
+    return options
+
+
 def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     """One decoder per method, all sharing the loaded models.
 
@@ -307,14 +319,9 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
                  protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe),
                  device_walk=config.loose_device)
     target, draft_vlm = models.target, models.draft
-    fast_options: dict[str, Any] | None = None
-    if config.engine == "fast":
-        fast_options = {"max_len": config.fast_max_len, "gemv": GEMV_MODES[config.fast_gemv]}
-        if not config.fast_compile:  # else FastTarget's default: compile on CUDA when Triton is there
-            fast_options["compile"] = False
-        if any(m in TREE_METHODS for m in config.methods):  # the shared target must hold the verify tree
-            fast_options = tree_fast_options(fast_options, config.tree_total)
-        target = as_fast(target, fast_options)
+    fast_options = fast_options_of(config)
+    if fast_options is not None:
+        target = as_fast(target, fast_options)  # a FastTarget in ``models`` (shared between runs) is kept
         if draft_vlm is not None:
             if draft_vlm is target:  # one FastTarget cannot be target and draft: wrap its module again
                 draft_vlm = draft_vlm.adapter
@@ -433,19 +440,27 @@ def read_clip(decoder, sample: Sample) -> tuple[Any, float]:
 class SharedReads:
     """One read per sample for every method (``EvalConfig.share_video``); off, it reads nothing.
 
-    The runner goes through its work sample by sample, so only the current sample's clip is kept.
+    The runner goes through its work sample by sample, so only the current sample's clip is kept, unless
+    ``keep_all``: then every clip stays, so that several runs over the same samples and frames in one process
+    (:func:`run_eval`'s ``reads``, e.g. two drafts compared on long videos) read each video once. A clip is
+    keyed by its video and the frames its target reads.
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, keep_all: bool = False) -> None:
         self.enabled = enabled
-        self._last: tuple[str, tuple[Any, float]] | None = None
+        self.keep_all = keep_all
+        self._clips: dict[tuple[str, int | None], tuple[Any, float]] = {}
 
     def get(self, decoder, sample: Sample) -> tuple[Any, float] | None:
         if not self.enabled:
             return None
-        if self._last is None or self._last[0] != sample.sample_id:
-            self._last = (sample.sample_id, read_clip(decoder, sample))
-        return self._last[1]
+        target = getattr(decoder.target, "adapter", decoder.target)  # a FastTarget reads through its adapter
+        key = (str(sample.video_path), getattr(target, "max_frames", None))
+        if key not in self._clips:
+            if not self.keep_all:
+                self._clips.clear()
+            self._clips[key] = read_clip(decoder, sample)
+        return self._clips[key]
 
 
 def fidelity(sample: Sample, text: str) -> dict[str, Any]:
@@ -629,13 +644,16 @@ def _progress(total: int, desc: str, enabled: bool):
     return tqdm(total=total, desc=desc, unit="decode", disable=not enabled, dynamic_ncols=True, leave=False)
 
 
-def run_eval(config: EvalConfig, models: EvalModels | None = None, samples: list[Sample] | None = None) -> RunSummary:
+def run_eval(config: EvalConfig, models: EvalModels | None = None, samples: list[Sample] | None = None,
+             reads: SharedReads | None = None) -> RunSummary:
     """Run (or resume) an evaluation and write its summary.
 
     Args:
         config: what to run.
         models: already loaded models (default: loaded from ``config``).
         samples: the samples (default: loaded from the benchmark in ``config``).
+        reads: a clip cache shared with other runs of this process (``SharedReads(True, keep_all=True)``;
+            needs ``config.share_video``); default: this run's own.
 
     Returns:
         The summary, also written to ``OUT/summary.json``.
@@ -647,12 +665,13 @@ def run_eval(config: EvalConfig, models: EvalModels | None = None, samples: list
         raise ConfigError(f"--out {out}: cannot create the run folder ({e.strerror or e})") from None
     lock = _lock(out)
     try:
-        return _run(config, out, models, samples)
+        return _run(config, out, models, samples, reads)
     finally:
         lock.close()
 
 
-def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list[Sample] | None) -> RunSummary:
+def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list[Sample] | None,
+         shared_reads: SharedReads | None) -> RunSummary:
     task = get_task(config.benchmark)
     max_new = config.max_new_tokens or task.max_new_tokens
     frames = config.frames or task.frames
@@ -673,7 +692,9 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
             notes = models.notes
             decoders = build_decoders(config, models)
             log.info("%s: models loaded and decoders built in %.1f s", out.name, time.perf_counter() - t0)
-            reads = SharedReads(config.share_video)
+            if shared_reads is not None and not config.share_video:
+                raise ConfigError("a clip cache shared between runs needs share_video (each record counts its read)")
+            reads = shared_reads if shared_reads is not None else SharedReads(config.share_video)
             if config.warmup:
                 # Untimed: the first decode of each method pays one-off costs (allocator growth,
                 # kernel autotuning, lazy imports) that are not what a user waits for per request.

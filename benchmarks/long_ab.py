@@ -1,0 +1,173 @@
+"""Two Sparrow drafts of one target on issue 9's long-video bar, side by side in one process.
+
+The long-video bar (Sparrow's τ at ~26k visual tokens within 10% of τ at ~1k) moves by more than its margin between
+retrainings of one recipe (RESULTS 25.5), so a draft recipe is best judged against another on the same target and
+videos. This runs two `vidspec eval` runs per video length in one process: draft A with ``--methods-a`` (AR first,
+the baseline), then draft B with ``sparrow`` alone, against A's AR records (copied into B's run folder, so B's
+DSRs are against the same AR decodes). Both runs share the loaded target (on the fast engine one FastTarget, so
+its CUDA graphs are captured once) and one read of each video (``share_video``), which at 1536 frames is most of a
+run's time. Each run folder is an ordinary, resumable eval run:
+a call cut short resumes where it stopped.
+
+Then ``long_tau.py``'s analysis for each draft (ratio, bootstrap, the same-caption split, the misses the long reading
+adds) and a paired bootstrap over the videos of B's ratio minus A's (the same videos drawn for both drafts).
+
+    python benchmarks/long_ab.py --target runs/h17/releases/long-target --sparrow-a runs/h17/releases/long-sparrow \\
+        --sparrow-b runs/h17/releases/long-sparrow-aug --data runs/h17/synthvid-long1536 --frames 64,1536 \\
+        --limit 30 --device cuda --engine fast --out runs/h17/long-ab
+
+Writes ``OUT/{a,b}/eval-long<F>/`` (the runs), ``OUT/{a,b}/long_tau.png`` and ``OUT/long_ab.json`` (both analyses,
+the difference, the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from long_tau import BAR, analyse, plot, run_records  # noqa: E402
+
+from vidspec.decoding.methods import as_fast  # noqa: E402
+from vidspec.decoding.sparrow import SparrowDraftModel  # noqa: E402
+from vidspec.evaluation.records import JsonlLog, read_jsonl  # noqa: E402
+from vidspec.evaluation.runner import (  # noqa: E402
+    EvalConfig,
+    SharedReads,
+    fast_options_of,
+    git_info,
+    load_models,
+    machine_info,
+    run_eval,
+)
+
+
+def seed_baseline(src: Path, dst: Path) -> int:
+    """Copy the AR records of run ``src`` that run ``dst`` lacks into ``dst``'s records; returns how many."""
+    dst.mkdir(parents=True, exist_ok=True)
+    log = JsonlLog(dst / "records.jsonl")
+    try:
+        added = 0
+        for r in read_jsonl(src / "records.jsonl"):
+            if r["method"] == "ar" and (r["sample_id"], "ar") not in log:
+                log.append(r)
+                added += 1
+        return added
+    finally:
+        log.close()
+
+
+def ratio_difference(a: dict, b: dict, draws: int = 10_000, seed: int = 0) -> dict:
+    """Paired bootstrap over the videos of ``ratio_b - ratio_a`` (each ratio: mean τ at the longest reading over mean
+    τ at the shortest): the 95% interval and the share of draws where B's ratio is the higher."""
+    lengths = list(a["lengths"])
+    first, last = lengths[0], lengths[-1]
+    videos = sorted(set(a["lengths"][first]["per_video"]) & set(b["lengths"][first]["per_video"]))
+    tau = {d: [(doc["lengths"][first]["per_video"][v]["tau"], doc["lengths"][last]["per_video"][v]["tau"])
+               for v in videos] for d, doc in (("a", a), ("b", b))}
+
+    def ratio(pairs: list[tuple[float, float]], idx: list[int]) -> float:
+        return sum(pairs[i][1] for i in idx) / sum(pairs[i][0] for i in idx)
+
+    rng = random.Random(seed)
+    everyone = list(range(len(videos)))
+    diffs = []
+    for _ in range(draws):
+        idx = [rng.randrange(len(videos)) for _ in videos]
+        diffs.append(ratio(tau["b"], idx) - ratio(tau["a"], idx))
+    diffs.sort()
+    return {"videos": len(videos), "difference": ratio(tau["b"], everyone) - ratio(tau["a"], everyone),
+            "ci95": [diffs[int(0.025 * draws)], diffs[int(0.975 * draws) - 1]],
+            "share_b_higher": sum(d > 0 for d in diffs) / draws, "draws": draws, "seed": seed}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--sparrow-a", required=True, help="the reference draft (its run also holds the AR baseline)")
+    ap.add_argument("--sparrow-b", required=True, help="the draft compared with it")
+    ap.add_argument("--data", required=True, help="the long set (a SynthVid folder)")
+    ap.add_argument("--frames", default="64,1536", help="video lengths read, shortest first")
+    ap.add_argument("--limit", type=int, default=30)
+    ap.add_argument("--methods-a", default="ar,sparrow", help="draft A's methods (sparrow-lvspec-pst too, if wanted)")
+    ap.add_argument("--benchmark", default="synthvid_captions")
+    ap.add_argument("--split", default="validation")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--engine", default="fast")
+    ap.add_argument("--fast-compile", action="store_true", help="torch.compile the fast steps (off: τ runs)")
+    ap.add_argument("--sparrow-k", type=int, default=16)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--lam", type=float, default=1.0)
+    ap.add_argument("--predicate", default="prob")
+    ap.add_argument("--eps", type=float, default=0.3)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--progress", action="store_true")
+    args = ap.parse_args(argv)
+    frames = [int(f) for f in args.frames.split(",")]
+    if len(frames) < 2 or frames != sorted(frames):
+        ap.error("--frames: at least two lengths, shortest first")
+    for name in ("sparrow_a", "sparrow_b"):
+        if not (Path(getattr(args, name)) / "manifest.json").is_file():
+            ap.error(f"--{name.replace('_', '-')} {getattr(args, name)}: not a Sparrow release (no manifest.json)")
+
+    reads = SharedReads(True, keep_all=True)
+    for f in frames:
+        cfg_a = EvalConfig(benchmark=args.benchmark, out=str(args.out / "a" / f"eval-long{f}"), data=args.data,
+                           split=args.split, limit=args.limit, target=args.target, sparrow=args.sparrow_a,
+                           methods=args.methods_a, sparrow_k=args.sparrow_k, max_new_tokens=args.max_new_tokens,
+                           frames=f, device=args.device, lam=args.lam, predicate=args.predicate, eps=args.eps,
+                           engine=args.engine, fast_max_len=f * 17 + 1024, fast_compile=args.fast_compile,
+                           share_video=True, progress=args.progress)
+        cfg_b = dataclasses.replace(cfg_a, out=str(args.out / "b" / f"eval-long{f}"), sparrow=args.sparrow_b,
+                                    methods=("ar", "sparrow"))
+        models = load_models(cfg_a, f)
+        sparrow_b = SparrowDraftModel.from_pretrained(args.sparrow_b, target=models.target)
+        options = fast_options_of(cfg_a)
+        if options is not None:  # one FastTarget (its KV cache and CUDA graphs) serves both runs
+            models = dataclasses.replace(models, target=as_fast(models.target, options))
+        run_eval(cfg_a, models, reads=reads)
+        print(f"{f} frames: A done; {seed_baseline(Path(cfg_a.out), Path(cfg_b.out))} AR records given to B",
+              flush=True)
+        models_b = dataclasses.replace(models, sparrow=sparrow_b, notes={
+            **models.notes, "sparrow": args.sparrow_b, "ar": f"AR records copied from {cfg_a.out} (same process)"})
+        run_eval(cfg_b, models_b, reads=reads)
+        reads = SharedReads(True, keep_all=True)  # the next length reads other clips: free these
+        del models, models_b
+
+    docs = {}
+    for d in ("a", "b"):
+        runs = [run_records(args.out / d / f"eval-long{f}") for f in frames]
+        docs[d] = analyse(runs, "sparrow")
+        plot(docs[d], args.out / d / "long_tau.png")
+    diff = ratio_difference(docs["a"], docs["b"])
+    print(f"| draft | tau at {frames[0]} | tau at {frames[-1]} | ratio (bar {BAR}) | 95% interval | "
+          "ratio, same caption at both lengths |")
+    print("|---|---|---|---|---|---|")
+    for d, path in (("a", args.sparrow_a), ("b", args.sparrow_b)):
+        doc, bar = docs[d], docs[d]["bar"]
+        same = bar.get("ratio_same_text_at_every_length")
+        print(f"| {d}: {path} | {doc['lengths'][str(frames[0])]['tau']:.2f} | {doc['lengths'][str(frames[-1])]['tau']:.2f} "
+              f"| {bar['ratio']:.3f} ({'met' if bar['met'] else 'missed'}) | {bar['bootstrap']['ci95'][0]:.3f}-"
+              f"{bar['bootstrap']['ci95'][1]:.3f} | {'n/a' if same is None else f'{same:.3f}'} |")
+    print(f"B - A: {diff['difference']:+.3f} (95% interval {diff['ci95'][0]:+.3f} to {diff['ci95'][1]:+.3f}; "
+          f"B higher in {diff['share_b_higher']:.0%} of {diff['draws']} draws over the {diff['videos']} videos)")
+    for d in ("a", "b"):
+        extra = docs[d].get("extra_misses")
+        if extra and extra["videos"]:
+            print(f"{d}: misses only at {frames[-1]} frames on same-caption videos, by label {extra['by_label']}")
+    doc = {"a": {"sparrow": args.sparrow_a, **docs["a"]}, "b": {"sparrow": args.sparrow_b, **docs["b"]},
+           "b_minus_a": diff, "target": args.target, "frames": frames,
+           "machine": machine_info(args.device), "git": git_info()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "long_ab.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out / 'long_ab.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
