@@ -443,7 +443,7 @@ class SharedReads:
     The runner goes through its work sample by sample, so only the current sample's clip is kept, unless
     ``keep_all``: then every clip stays, so that several runs over the same samples and frames in one process
     (:func:`run_eval`'s ``reads``, e.g. two drafts compared on long videos) read each video once. A clip is
-    keyed by its video and the frames its target reads.
+    keyed by its sample and the frames its target reads.
     """
 
     def __init__(self, enabled: bool, keep_all: bool = False) -> None:
@@ -455,7 +455,7 @@ class SharedReads:
         if not self.enabled:
             return None
         target = getattr(decoder.target, "adapter", decoder.target)  # a FastTarget reads through its adapter
-        key = (str(sample.video_path), getattr(target, "max_frames", None))
+        key = (sample.sample_id, getattr(target, "max_frames", None))
         if key not in self._clips:
             if not self.keep_all:
                 self._clips.clear()
