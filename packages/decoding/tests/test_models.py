@@ -173,3 +173,23 @@ def test_damaged_model_directory_is_a_model_error(tiny, tmp_path):
     weights.write_bytes(weights.read_bytes()[:200])  # truncated download
     with pytest.raises(ModelError, match="cannot load model"):
         load_target(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["tiny-qwen2.5-vl", "tiny-llava-ov"])
+def test_repeated_visual_inputs_equal_processing_the_repeated_clip(tiny, clip, name):
+    """Training's length augmentation: a family's shortcut (LLaVA-OV repeats processed frames) gives exactly the
+    inputs of the repeated clip, and build_prompt takes them as they are."""
+    t = tiny(name)
+    for factor in (2, 3):
+        long_clip = clip.repeat_frames(factor)
+        assert long_clip.num_frames == factor * clip.num_frames and long_clip.fps == factor * clip.fps
+        assert np.array_equal(long_clip.frames[1], clip.frames[0]) == (factor > 1)
+        want, got = t.visual_inputs(long_clip), t.repeated_visual_inputs(clip, factor)
+        assert got.num_tokens == want.num_tokens
+        assert want.tensors.keys() == got.tensors.keys()
+        assert all(torch.equal(want.tensors[k], got.tensors[k]) for k in want.tensors)
+        assert want.extra.keys() == got.extra.keys()
+        assert all(torch.equal(torch.as_tensor(want.extra[k]), torch.as_tensor(got.extra[k])) for k in want.extra)
+        req = Request("Describe the video.", long_clip)
+        ids, vis = t.build_prompt(req, visual=got)
+        assert vis is got and torch.equal(ids, t.build_prompt(req)[0])

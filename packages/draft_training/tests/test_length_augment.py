@@ -70,6 +70,22 @@ def test_frame_repeat_gives_more_frames_and_visual_tokens(tiny_dataset, llava):
     assert next(iter(dm_val.val_dataloader()))["pixel_values_videos"].shape[1] == 2 * FRAMES
 
 
+@pytest.mark.parametrize("family", ["llava-ov", "qwen2.5-vl"])
+def test_a_repeated_item_is_the_repeated_clip_processed(tiny_dataset, llava, family):
+    """The data module's shortcut for repeated frames (the adapter's repeated_visual_inputs) changes no input."""
+    from vidspec.decoding.types import Request
+
+    module = llava if family == "llava-ov" else VLMSFTModule(
+        tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH["qwen2.5-vl"]), max_frames=FRAMES,
+        adapter_options=QWEN_OPTIONS)
+    ds = _dm(tiny_dataset, module, frame_repeat=[3]).train_dataloader().dataset
+    item = ds[(1, 0, 3)]
+    row = ds.rows[1]
+    ids, visual = ds.adapter.build_prompt(Request(prompt=row.prompt, clip=ds._read(row.video).repeat_frames(3)))
+    assert torch.equal(item["input_ids"][: len(ids)], ids)
+    assert torch.equal(item["pixel_values_videos"], visual.tensors["pixel_values_videos"])
+
+
 def test_repeat_draws_are_per_batch_and_deterministic(tiny_dataset, llava):
     dm = _dm(tiny_dataset, llava, frame_repeat=[1, 2, 4])
     data = dm.train_set

@@ -22,7 +22,7 @@ need. Plain autoregressive decoding is the same loop with K = 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -74,6 +74,12 @@ class VideoClip:
     def size(self) -> tuple[int, int]:
         """(height, width) of the frames."""
         return int(self.frames.shape[1]), int(self.frames.shape[2])
+
+    def repeat_frames(self, factor: int) -> VideoClip:
+        """This clip with each frame repeated ``factor`` times (order kept: f0 f0 f1 f1 ...; training's length
+        augmentation)."""
+        ts = tuple(t for t in self.timestamps for _ in range(factor))
+        return replace(self, frames=np.repeat(self.frames, factor, axis=0), fps=self.fps * factor, timestamps=ts)
 
 
 @dataclass(frozen=True)

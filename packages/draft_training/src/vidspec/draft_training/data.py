@@ -77,7 +77,7 @@ import itertools
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -251,9 +251,11 @@ class VideoTextDataset(Dataset):
         ad = self.adapter
         tok = self.spec.tokenizer
         clip = self._read(row.video)
-        if repeat > 1:
-            clip = repeat_frames(clip, repeat)
-        prompt_ids, visual = ad.build_prompt(Request(prompt=row.prompt, clip=clip))
+        visual = None
+        if repeat > 1:  # the adapter repeats processed frames where that is the same as processing repeated ones
+            visual = ad.repeated_visual_inputs(clip, repeat)
+            clip = clip.repeat_frames(repeat)
+        prompt_ids, visual = ad.build_prompt(Request(prompt=row.prompt, clip=clip), visual=visual)
         eos = tok.convert_tokens_to_ids("<|im_end|>")
         answer = tok(row.answer, add_special_tokens=False)["input_ids"] + [eos]
         if self.max_length is not None:
@@ -287,12 +289,6 @@ _REPEAT, _STRETCH, _BUDGET_ORDER = 1, 2, 3
 
 def _rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch, index, stream])
-
-
-def repeat_frames(clip: VideoClip, factor: int) -> VideoClip:
-    """``clip`` with each frame repeated ``factor`` times (frame order kept: f0 f0 f1 f1 ...)."""
-    ts = tuple(t for t in clip.timestamps for _ in range(factor))
-    return replace(clip, frames=np.repeat(clip.frames, factor, axis=0), fps=clip.fps * factor, timestamps=ts)
 
 
 def stretched_positions(ids: torch.Tensor, video_token_id: int, tokens_per_frame: int, num_frames: int,

@@ -256,6 +256,11 @@ class HFVideoTarget:
         """Pixel tensors and token count for a clip."""
         raise NotImplementedError
 
+    def repeated_visual_inputs(self, clip: VideoClip, factor: int) -> VisualInputs:
+        """:meth:`visual_inputs` of ``clip.repeat_frames(factor)`` (training's length augmentation). A family
+        whose frames are processed one by one overrides it to process each frame once and repeat the tensors."""
+        return self.visual_inputs(clip.repeat_frames(factor))
+
     def prefill_positions(self, input_ids: torch.Tensor, visual: VisualInputs | None) -> tuple[torch.Tensor, Any]:
         """Position ids for the prompt and the family's offset for later text positions."""
         raise NotImplementedError
@@ -285,8 +290,14 @@ class HFVideoTarget:
     def device(self) -> torch.device:
         return self.model.lm_head.weight.device
 
-    def build_prompt(self, request: Request) -> tuple[torch.Tensor, VisualInputs | None]:
+    def build_prompt(self, request: Request,
+                     visual: VisualInputs | None = None) -> tuple[torch.Tensor, VisualInputs | None]:
         """Token ids of the chat prompt with the video placeholders expanded.
+
+        Args:
+            request: the prompt and clip.
+            visual: the clip's visual inputs if already computed (:meth:`repeated_visual_inputs`); default: computed
+                from ``request.clip``.
 
         Returns:
             ``(L,) int64`` ids and the clip's visual inputs (None without a video).
@@ -296,7 +307,10 @@ class HFVideoTarget:
             # into the wrong positions (or the counts would not match) at prefill.
             raise ConfigError(f"the prompt must not contain the video placeholder {self.video_token!r}")
         before, after = self.prompt_parts(request)
-        visual = self.visual_inputs(request.clip) if request.clip is not None else None
+        if request.clip is None:
+            visual = None
+        elif visual is None:
+            visual = self.visual_inputs(request.clip)
         ids = self.tokenizer(before, add_special_tokens=False)["input_ids"]
         if visual is not None:
             ids = ids + [self.video_token_id] * visual.num_tokens
