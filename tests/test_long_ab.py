@@ -41,16 +41,9 @@ def releases(root: Path) -> tuple[str, str]:
 
 @pytest.mark.parametrize("engine", ["eager", "fast"])
 def test_two_drafts_share_the_baseline_and_each_read(long_set, tmp_path, monkeypatch, capsys, engine):
-    from vidspec.decoding import video
+    from vidspec.decoding.testing import count_video_reads
 
-    reads: list[str] = []
-    original = video.read_video
-
-    def counting(path, *args, **kwargs):
-        reads.append(str(path))
-        return original(path, *args, **kwargs)
-
-    monkeypatch.setattr(video, "read_video", counting)
+    reads = count_video_reads(monkeypatch)
     a, b = releases(tmp_path)
     out = tmp_path / "ab"
     argv = ["--target", "tiny-qwen2.5-vl", "--sparrow-a", a, "--sparrow-b", b, "--data", str(long_set),

@@ -75,16 +75,9 @@ def test_records_and_summary_split_decode_time(synthvid, tmp_path):
 
 
 def test_share_video_reads_each_sample_once_and_changes_no_token(synthvid, tmp_path, monkeypatch):
-    from vidspec.decoding import video
+    from vidspec.decoding.testing import count_video_reads
 
-    reads: list[str] = []
-    original = video.read_video
-
-    def counting(path, *args, **kwargs):
-        reads.append(str(path))
-        return original(path, *args, **kwargs)
-
-    monkeypatch.setattr(video, "read_video", counting)
+    reads = count_video_reads(monkeypatch)
     methods = ("ar", "sd", "lvspec-pst", "sparrow")
     runs = {}
     for share in (False, True):

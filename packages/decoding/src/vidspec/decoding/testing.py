@@ -178,6 +178,22 @@ def random_clip(num_frames: int, seed: int = 0, height: int = 56, width: int = 8
     return VideoClip(frames=frames, fps=4.0, source="memory")
 
 
+def count_video_reads(monkeypatch) -> list[str]:
+    """Make every read of a video file append its path to the returned list (pytest's ``monkeypatch``), for tests of
+    how often a run reads each video."""
+    from vidspec.decoding import video
+
+    reads: list[str] = []
+    original = video.read_video
+
+    def counting(path, *args, **kwargs):
+        reads.append(str(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(video, "read_video", counting)
+    return reads
+
+
 def text_positions(target, request: Request) -> int:
     """Prompt positions of ``request`` that are not visual placeholders."""
     ids, _ = target.build_prompt(request)
