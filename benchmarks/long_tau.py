@@ -187,6 +187,9 @@ def analyse(runs: list[tuple[int, list[dict]]], method: str = "sparrow") -> dict
         out["bar"]["ratio_same_text_at_every_length"] = (long_["tau_same_text_at_every_length"]
                                                          / short["tau_same_text_at_every_length"])
     first, last = per[lengths[0]], per[lengths[-1]]
+    if same_text:  # the same caption asked for at both lengths: passes more, fewer or equal at the long reading
+        signs = [(last[s]["passes"] > first[s]["passes"]) - (last[s]["passes"] < first[s]["passes"]) for s in same_text]
+        out["same_text_passes"] = {"more": signs.count(1), "fewer": signs.count(-1), "equal": signs.count(0)}
     if same_text and all("misses" in first[s] and "misses" in last[s] for s in same_text):
         # the same tokens asked for at both lengths: a miss only at the long reading is the draft's loss there
         extra = {}
@@ -285,7 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     if "ratio_same_text_at_every_length" in bar:
         print(f"on the {doc['same_text_at_every_length']} videos whose AR caption is the same text at every length: "
               f"tau {' / '.join(_fmt(r['tau_same_text_at_every_length']) for r in doc['lengths'].values())}, "
-              f"ratio {bar['ratio_same_text_at_every_length']:.3f}")
+              f"ratio {bar['ratio_same_text_at_every_length']:.3f}; target passes at {list(doc['lengths'])[-1]} frames: "
+              f"{doc['same_text_passes']['more']} more, {doc['same_text_passes']['fewer']} fewer, "
+              f"{doc['same_text_passes']['equal']} the same")
     extra = doc.get("extra_misses")
     if extra:
         at = extra["misses_at_each_length"]
