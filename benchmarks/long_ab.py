@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (Path(getattr(args, name)) / "manifest.json").is_file():
             ap.error(f"--{name.replace('_', '-')} {getattr(args, name)}: not a Sparrow release (no manifest.json)")
 
-    reads = SharedReads(True, keep_all=True)
     for f in frames:
+        reads = SharedReads(True, keep_all=True)  # each video read once at this length, for both runs
         cfg_a = EvalConfig(benchmark=args.benchmark, out=str(args.out / "a" / f"eval-long{f}"), data=args.data,
                            split=args.split, limit=args.limit, target=args.target, sparrow=args.sparrow_a,
                            methods=args.methods_a, sparrow_k=args.sparrow_k, max_new_tokens=args.max_new_tokens,
@@ -136,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         models_b = dataclasses.replace(models, sparrow=sparrow_b, notes={
             **models.notes, "sparrow": args.sparrow_b, "ar": f"AR records copied from {cfg_a.out} (same process)"})
         run_eval(cfg_b, models_b, reads=reads)
-        reads = SharedReads(True, keep_all=True)  # the next length reads other clips: free these
-        del models, models_b
+        del models, models_b, reads  # free this length's target, caches and clips before the next
 
     docs = {}
     for d in ("a", "b"):

@@ -37,6 +37,7 @@ Reads each run's config.json (frames) and records.jsonl[.gz]; prints a table, wr
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import platform
@@ -97,15 +98,19 @@ def misses(r: dict) -> list[int] | None:
 def token_pieces(token_ids: list[int]) -> tuple[list[str], list[str]]:
     """``(text pieces, labels)`` of SynthVid token ids (the long pass's targets use the SynthVid tokenizer); a
     caption with an id outside that vocabulary (another target's tokenizer) gets ``"?"`` and ``"unknown"``."""
-    from vidspec.evaluation.synthvid.tokenizer import build_tokenizer, token_labels
+    from vidspec.evaluation.synthvid.tokenizer import token_labels
 
-    tok = _TOKENIZER.setdefault("synthvid", build_tokenizer())
+    tok = _synthvid_tokenizer()
     if any(not 0 <= t < len(tok) for t in token_ids):
         return ["?"] * len(token_ids), ["unknown"] * len(token_ids)
     return [tok.decode([t]) for t in token_ids], token_labels(token_ids, tok)
 
 
-_TOKENIZER: dict = {}
+@functools.cache
+def _synthvid_tokenizer():
+    from vidspec.evaluation.synthvid.tokenizer import build_tokenizer
+
+    return build_tokenizer()
 
 
 def bootstrap_ratio(short: list[float], long_: list[float], draws: int = 10_000, seed: int = 0) -> dict:
@@ -245,11 +250,6 @@ def plot(doc: dict, path: Path) -> Path:
     return path
 
 
-def lengths_label(doc: dict) -> str:
-    """``"1536 frames"``: the longest reading of ``doc``."""
-    return f"{list(doc['lengths'])[-1]} frames"
-
-
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = doc.get("extra_misses")
     if extra:
         at = extra["misses_at_each_length"]
-        print(f"draft misses on those videos: {' / '.join(str(at[f]) for f in at)}; only at {lengths_label(doc)}: "
+        print(f"draft misses on those videos: {' / '.join(str(at[f]) for f in at)}; only at {list(doc['lengths'])[-1]} frames: "
               f"{sum(len(v) for v in extra['videos'].values())} on {len(extra['videos'])} videos, by label "
               f"{extra['by_label']}, by token {extra['by_token']}")
     if args.out:

@@ -251,10 +251,8 @@ class VideoTextDataset(Dataset):
         ad = self.adapter
         tok = self.spec.tokenizer
         clip = self._read(row.video)
-        visual = None
-        if repeat > 1:  # the adapter repeats processed frames where that is the same as processing repeated ones
-            visual = ad.repeated_visual_inputs(clip, repeat)
-            clip = clip.repeat_frames(repeat)
+        # the clip's frames repeated (the adapter repeats processed frames where that equals processing repeated ones)
+        visual = ad.repeated_visual_inputs(clip, repeat) if repeat > 1 else None
         prompt_ids, visual = ad.build_prompt(Request(prompt=row.prompt, clip=clip), visual=visual)
         eos = tok.convert_tokens_to_ids("<|im_end|>")
         answer = tok(row.answer, add_special_tokens=False)["input_ids"] + [eos]
@@ -278,7 +276,7 @@ class VideoTextDataset(Dataset):
                 stretch = self.position_stretch[int(_rng(self.seed, epoch, i, _STRETCH).integers(
                     len(self.position_stretch)))]
                 sample["position_ids"] = stretched_positions(ids, ad.video_token_id, ad.tokens_per_frame,
-                                                             clip.num_frames, stretch)
+                                                             clip.num_frames * repeat, stretch)
         return sample
 
 

@@ -296,8 +296,8 @@ class HFVideoTarget:
 
         Args:
             request: the prompt and clip.
-            visual: the clip's visual inputs if already computed (:meth:`repeated_visual_inputs`); default: computed
-                from ``request.clip``.
+            visual: visual inputs to place instead of computing them from ``request.clip`` (its frames repeated:
+                :meth:`repeated_visual_inputs`); default: ``request.clip``'s.
 
         Returns:
             ``(L,) int64`` ids and the clip's visual inputs (None without a video).
