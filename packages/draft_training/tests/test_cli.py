@@ -132,6 +132,49 @@ def test_killed_run_resumes_with_the_same_losses(tmp_path, tiny_dataset, request
         assert sorted(samples[s] for s in range(1, 7)) == [1, 1, 1, 1, 2, 2]
 
 
+STOP_AT_5 = {"max_steps": ["--trainer.max_steps", "5"],
+             "should_stop": ["--trainer.callbacks+=vidspec.draft_training.testing.StopAtStep",
+                             "--trainer.callbacks.step=5"]}
+
+
+@pytest.mark.parametrize("stop", STOP_AT_5.values(), ids=STOP_AT_5.keys())
+def test_a_run_stopped_off_the_checkpoint_interval_keeps_its_last_step_and_resumes(tmp_path, tiny_dataset,
+                                                                                    uninterrupted, stop):
+    # Checkpoints every 3 steps; the run stops at step 5, by max_steps or as max_time stops one, with the
+    # schedule of the uninterrupted 6-step run. last.ckpt holds step 5, its release says so, and going on to
+    # step 6 from it gives the uninterrupted run's losses.
+    import torch
+
+    run = tmp_path / "stopped"
+    recipe = str(tiny_recipe(run, tiny_dataset, max_steps=6, every=3))
+    schedule = ["--model.init_args.optim.total_steps", "6"]
+    assert vidspec(["train", "fit", "--config", recipe, *schedule, *stop]) == 0
+    last = run / "checkpoints" / "last.ckpt"
+    assert torch.load(last, map_location="cpu", weights_only=False)["global_step"] == 5
+    assert vidspec(["export", "--ckpt", str(last), "--out", str(tmp_path / "release")]) == 0
+    assert json.loads((tmp_path / "release" / "manifest.json").read_text())["metrics"]["global_step"] == 5
+    assert vidspec(["train", "fit", "--config", recipe, *schedule, "--ckpt_path", "last"]) == 0
+    want, got = _losses(uninterrupted), _losses(run)
+    assert sorted(got) == list(range(1, 7))
+    for step in want:
+        assert got[step] == pytest.approx(want[step], abs=1e-6), (step, got, want)
+
+
+def test_a_run_that_ends_before_its_schedule_warns_once(tmp_path, tiny_dataset, caplog):
+    recipe = str(tiny_recipe(tmp_path, tiny_dataset, max_steps=3, every=3))
+    with caplog.at_level("WARNING", logger="vidspec.draft_training.callbacks"):
+        assert vidspec(["train", "fit", "--config", recipe, "--model.init_args.optim.total_steps", "10"]) == 0
+    warned = [r.getMessage() for r in caplog.records if "learning-rate schedule" in r.getMessage()]
+    assert len(warned) == 1 and "step 3 of its 10-step" in warned[0], warned
+    share = int(warned[0].split("learning rate at ")[1].split("%")[0])
+    assert 50 < share < 100  # warmup 2, cosine over 8 more steps: one step into it
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="vidspec.draft_training.callbacks"):  # the schedule ran to its end
+        assert vidspec(["train", "fit", "--config", str(tiny_recipe(tmp_path / "full", tiny_dataset, max_steps=3,
+                                                                    every=3))]) == 0
+    assert not [r for r in caplog.records if "learning-rate schedule" in r.getMessage()]
+
+
 def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_dataset, capsys):
     from vidspec.decoding.methods import build_decoder
     from vidspec.decoding.models import load_target

@@ -5,17 +5,24 @@
   tests, benchmark scripts and ``vidspec export`` read without TensorBoard.
 - :class:`FailAtStep` raises at a chosen step: fault injection, to test that a killed run resumes
   exactly (the CLI exposes it as ``--fail_at_step``; 0 disables it).
+- :class:`ScheduleCheck` warns when a run ends before its learning-rate schedule does.
+- :class:`FinalCheckpoint` is the CLI's ``checkpoint`` callback: Lightning's ``ModelCheckpoint``, whose
+  ``last.ckpt`` also holds the step the run ended on.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
 import lightning as L
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
+
+log = logging.getLogger(__name__)
 
 
 def _scalars(metrics: dict) -> dict[str, float]:
@@ -84,6 +91,54 @@ class FailAtStep(L.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.step and trainer.global_step >= self.step:
             raise RuntimeError(f"FailAtStep: simulated crash at step {trainer.global_step}")
+
+
+class ScheduleCheck(L.Callback):
+    """Warn, at the end of a run, when it stopped before its learning-rate schedule ended.
+
+    A run that ``trainer.max_time`` stops early keeps a learning rate near its peak, which the schedule was meant
+    to decay: session 23's warm-started Sparrow drafts stopped at steps 166 and 201 of 520-step schedules with
+    the LR at 81% and 73% of its peak, and came out worse than the draft they started from. Reads the schedule's
+    length from ``pl_module.lr_schedule_steps`` (:func:`~vidspec.draft_training.sft.adamw_cosine`).
+    """
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        total = getattr(pl_module, "lr_schedule_steps", None)
+        if not total or trainer.global_step >= total or not trainer.lr_scheduler_configs or not trainer.is_global_zero:
+            return
+        sched = trainer.lr_scheduler_configs[0].scheduler
+        share = sched.get_last_lr()[0] / sched.base_lrs[0]
+        log.warning(f"training ended at step {trainer.global_step} of its {total}-step learning-rate schedule, "
+                    f"with the learning rate at {share:.0%} of its peak: the schedule did not finish. If "
+                    f"trainer.max_time ended it, set trainer.max_steps (or model.init_args.optim.total_steps) to the "
+                    f"steps that fit; a run resumed with --ckpt_path last goes on with the same schedule")
+
+
+class FinalCheckpoint(ModelCheckpoint):
+    """``ModelCheckpoint`` that writes ``last.ckpt`` at the step the run ends on.
+
+    Lightning saves ``last.ckpt`` when a periodic checkpoint is saved, and at the end of training only if none
+    was: a run stopped by ``max_time``, or by a ``max_steps`` that is not a multiple of ``every_n_train_steps``,
+    left ``last.ckpt`` (and so the release ``vidspec export`` makes from it) up to ``every_n_train_steps - 1``
+    steps behind the run (session 23: 16 of a 166-step distillation). This saves it after the batch on which
+    the run stops (``max_steps`` reached, or ``trainer.should_stop`` set by ``max_time``), a mid-epoch state that
+    resumes exactly like a periodic one (tests/test_cli.py); failing that (a stop outside a training batch), at
+    the end of training.
+    """
+
+    def _save_last_now(self, trainer: L.Trainer) -> None:
+        if self.save_last and not self._should_skip_saving_checkpoint(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args, **kwargs) -> None:
+        super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
+        if trainer.should_stop or 0 <= trainer.max_steps <= trainer.global_step:
+            self._save_last_now(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.global_step > 0:
+            self._save_last_now(trainer)
+        super().on_train_end(trainer, pl_module)
 
 
 def read_metrics(path: str | Path) -> list[dict]:

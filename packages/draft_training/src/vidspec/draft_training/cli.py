@@ -14,8 +14,10 @@ The model is chosen by class path (``model.class_path``), so any LightningModule
 through the same recipes and data: :class:`~vidspec.draft_training.sft.VLMSFTModule` for VLM SFT,
 a Sparrow distillation module for drafts. Every run also gets
 
-- ``checkpoint.*``: a ModelCheckpoint (``save_last`` by default, ``every_n_train_steps``),
+- ``checkpoint.*``: a ModelCheckpoint (``save_last`` by default, ``every_n_train_steps``; its ``last.ckpt`` also holds
+  the step a run ends on: :class:`~vidspec.draft_training.callbacks.FinalCheckpoint`),
 - ``metrics.jsonl`` in the log dir (per-step training metrics, see :mod:`.callbacks`),
+- a warning when a run ends before its learning-rate schedule does (:class:`~.callbacks.ScheduleCheck`),
 - the resolved config saved as ``config.yaml`` in the log dir and inside each checkpoint,
 - ``--fail_at_step N``: raise at step N (fault injection for resume tests).
 
@@ -36,12 +38,11 @@ from pathlib import Path
 
 import yaml
 from lightning.pytorch import LightningModule
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningCLI
 
 from vidspec.decoding.cli import one_line
 from vidspec.decoding.errors import ConfigError, VidspecError
-from vidspec.draft_training.callbacks import FailAtStep, StepMetrics
+from vidspec.draft_training.callbacks import FailAtStep, FinalCheckpoint, ScheduleCheck, StepMetrics
 from vidspec.draft_training.data import VideoTextDataModule
 
 SUBCOMMANDS = ("fit", "validate")
@@ -51,7 +52,7 @@ class VidspecTrainCLI(LightningCLI):
     """LightningCLI with vidspec's run conventions (checkpointing, metrics file, config capture)."""
 
     def add_arguments_to_parser(self, parser) -> None:
-        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(FinalCheckpoint, "checkpoint")
         parser.set_defaults({
             "checkpoint.save_last": True,
             "checkpoint.save_top_k": 1,
@@ -64,7 +65,7 @@ class VidspecTrainCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         trainer = super().instantiate_trainer(**kwargs)
-        extra = [StepMetrics()]
+        extra = [StepMetrics(), ScheduleCheck()]
         fail = self.config[self.subcommand].get("fail_at_step", 0) if self.subcommand else 0
         if fail:
             extra.insert(0, FailAtStep(fail))

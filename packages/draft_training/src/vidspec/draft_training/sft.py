@@ -72,6 +72,23 @@ class OptimConfig:
             raise ConfigError(f"optim: need lr > 0, warmup_steps >= 0, 0 <= min_lr_ratio <= 1; got {self}")
 
 
+def adamw_cosine(module, decay: list, no_decay: list) -> dict:
+    """``configure_optimizers``' answer for a module with an :class:`OptimConfig` ``optim``: AdamW over ``decay``
+    (with weight decay) and ``no_decay`` (without), and :func:`lr_factor`'s schedule stepped every optimizer step.
+    The schedule's length is kept as ``module.lr_schedule_steps``, which
+    :class:`~vidspec.draft_training.callbacks.ScheduleCheck` reads at the end of a run."""
+    o = module.optim
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=o.lr, betas=tuple(o.betas), eps=o.eps)
+    total = o.total_steps or int(module.trainer.estimated_stepping_batches)
+    if total <= 0 or total > 10**9:
+        raise ConfigError("set trainer.max_steps (or optim.total_steps) so the LR schedule has a length")
+    module.lr_schedule_steps = total
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, o.warmup_steps, total, o.min_lr_ratio))
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
     """Multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
     if warmup and step < warmup:
@@ -374,17 +391,7 @@ class VLMSFTModule(L.LightningModule):
             if not p.requires_grad:
                 continue
             (decay if p.ndim >= 2 and "embed" not in name else no_decay).append(p)
-        o = self.optim
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=o.lr, betas=tuple(o.betas), eps=o.eps,
-        )
-        total = o.total_steps or int(self.trainer.estimated_stepping_batches)
-        if total <= 0 or total > 10**9:
-            raise ConfigError("set trainer.max_steps (or optim.total_steps) so the LR schedule has a length")
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: lr_factor(s, o.warmup_steps, total, o.min_lr_ratio))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return adamw_cosine(self, decay, no_decay)
 
     # ---- checkpoints --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

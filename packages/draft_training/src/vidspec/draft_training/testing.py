@@ -1,4 +1,5 @@
-"""Test helpers: a tiny video caption/MCQ dataset on disk in SynthVid's schema, and tiny recipes.
+"""Test helpers: a tiny video caption/MCQ dataset on disk in SynthVid's schema, tiny recipes, and a callback
+that stops a run at a given step.
 
 Used by this package's tests and the cross-package tests; nothing here runs at import time.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lightning as L
 import yaml
 
 COLOURS = {"red": (230, 40, 40), "green": (40, 200, 60), "blue": (40, 70, 230), "yellow": (240, 220, 30)}
@@ -80,3 +82,17 @@ def tiny_recipe(out: Path, dataset: Path, family: str = "llava-ov", max_steps: i
     path = out / "recipe.yaml"
     path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     return path
+
+
+
+class StopAtStep(L.Callback):
+    """Stops training after optimizer step ``step`` the way ``trainer.max_time`` does (it sets
+    ``trainer.should_stop``), at a known step: ``--trainer.callbacks+=vidspec.draft_training.testing.StopAtStep
+    --trainer.callbacks.step=N``."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_end(self, trainer, *args, **kwargs) -> None:
+        if trainer.global_step >= self.step:
+            trainer.should_stop = True

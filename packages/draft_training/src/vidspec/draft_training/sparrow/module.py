@@ -45,7 +45,7 @@ import torch
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.draft_training.data import InputSpec
-from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, guard_optimizer_step, lr_factor
+from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, adamw_cosine, guard_optimizer_step
 from vidspec.draft_training.sparrow import losses
 
 log = logging.getLogger(__name__)
@@ -503,15 +503,7 @@ class SparrowDistillModule(L.LightningModule):
         for _, p in self.draft.named_parameters():
             if p.requires_grad:
                 (decay if p.ndim >= 2 else no_decay).append(p)
-        o = self.optim
-        opt = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": o.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=o.lr, betas=tuple(o.betas), eps=o.eps)
-        total = o.total_steps or int(self.trainer.estimated_stepping_batches)
-        if total <= 0 or total > 10**9:
-            raise ConfigError("set trainer.max_steps (or optim.total_steps) so the LR schedule has a length")
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, o.warmup_steps, total, o.min_lr_ratio))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return adamw_cosine(self, decay, no_decay)
 
     # ---- checkpoints --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
