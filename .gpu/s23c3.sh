@@ -3,10 +3,15 @@
 # .gpu/s17c2.sh`). RESULTS 29: the long bar moves between retrainings by more than its margin, so two draft recipes
 # are compared on one long target and the same 30 videos:
 #   A: the long Sparrow distilled on 8-frame clips (the recipe of RESULTS 21.1 and 24.2; ~90 s);
-#   B: A continued on the target's long inputs (frame repeats up to 192, as its fine-tune; B_TIME, ~0.49 s a step).
+#   B: A continued on the target's long inputs (frame repeats up to 192, as its fine-tune; ~0.45 s a step), as a
+#      fine-tune: peak LR B_LR (3e-4, A's final LR) over B_STEPS steps (300, ~135 s), which fit in B_TIME (2:30).
+#      Session 23 ran B at A's peak LR (3e-3) with a 520-step schedule that max_time cut at 166 and 201 steps: the
+#      LR never decayed and B came out worse than A at both lengths (RESULTS 30).
 # Then benchmarks/long_ab.py: AR and A, then B against the same AR decodes, at 64 and 1536 frames, in one process
-# (one read of each video, one FastTarget): ~370 s estimated from session 22's stage logs. The runs resume.
-#   call 3: LIMIT=<seconds left - 20> bash .gpu/s23c3.sh
+# (one read of each video, one FastTarget; ~215 s in session 23), and last the step profile (~60 s). ~530 s in all
+# (A 85 s, B ~165 s). The runs resume. A second B in a fourth call, where ~330 s are left (A is kept):
+# B_NAME=long-sparrow-ft2 B_LR=1e-3 B_STEPS=140 B_TIME=00:00:01:10 PROFILE=0 LIMIT=<left - 20> bash .gpu/s23c3.sh
+#   call 3: LIMIT=<seconds left - 20, at most 585> bash .gpu/s23c3.sh
 test -f runs/h17/releases/long-target/manifest.json || { echo "NO TARGET: machine restarted"; exit 3; }
 source .gpu/setup.sh; date
 H=$PWD/runs/h17; X=$OUT/x23; mkdir -p $X
@@ -17,15 +22,23 @@ long() {  # the headline's long pass, Sparrow stage only
     LONG_TRAIN=1 timeout $(left) bash benchmarks/headline_gpu.sh "$@"
 }
 long > $X/a.log 2>&1; echo "A rc $?" >> $X/a.log
-LONG_SPARROW_NAME=long-sparrow-aug LONG_SPARROW_TIME=${B_TIME:-00:00:01:10} \
-  LONG_SPARROW_AUGMENT="--data.frame_repeat [1,8,64,192,192] --data.frame_budget 3072 --model.init_args.init_from $H/releases/long-sparrow" \
-  long > $X/b.log 2>&1; echo "B rc $?" >> $X/b.log
-grep -hE "^==|rc " $X/a.log $X/b.log
+B=${B_NAME:-long-sparrow-ft}
+LONG_SPARROW_NAME=$B LONG_SPARROW_TIME=${B_TIME:-00:00:02:30} LONG_SPARROW_STEPS=${B_STEPS:-300} \
+  LONG_SPARROW_AUGMENT="--data.frame_repeat [1,8,64,192,192] --data.frame_budget 3072 --model.init_args.init_from $H/releases/long-sparrow --model.init_args.optim.lr ${B_LR:-3e-4}" \
+  long > $X/$B.log 2>&1; echo "B rc $?" >> $X/$B.log
+grep -hE "^==|rc |learning-rate schedule" $X/a.log $X/$B.log $H/runs/$B/train.log
 timeout $(left) python3 benchmarks/long_ab.py --target $H/releases/long-target --sparrow-a $H/releases/long-sparrow \
-  --sparrow-b $H/releases/long-sparrow-aug --data $H/synthvid-long1536 --frames 64,1536 --limit ${LONG_LIMIT:-30} \
-  --methods-a ${METHODS_A:-ar,sparrow} --device cuda --engine fast --out $H/long-ab > $X/ab.log 2>&1
-echo "ab rc $?" >> $X/ab.log; date
-grep -v -i warn $X/ab.log | grep -E "^\||B - A|misses|rc |A done|warm-up" | tail -20
-cd $H && tar czf $OUT/h23ab.tgz --exclude='*.ckpt' --exclude='*.safetensors' --exclude='checkpoints' --exclude='tb' \
-  long-ab runs/long-sparrow runs/long-sparrow-aug releases/long-sparrow/manifest.json releases/long-sparrow-aug/manifest.json
+  --sparrow-b $H/releases/$B --data $H/synthvid-long1536 --frames 64,1536 --limit ${LONG_LIMIT:-30} \
+  --methods-a ${METHODS_A:-ar,sparrow} --device cuda --engine fast --out $H/long-ab-$B > $X/ab-$B.log 2>&1
+echo "ab rc $?" >> $X/ab-$B.log; date
+grep -v -i warn $X/ab-$B.log | grep -E "^\||B - A|misses|rc |A done|warm-up" | tail -20
+cd $H && tar czf $OUT/h23ab-$B.tgz --exclude='*.ckpt' --exclude='*.safetensors' --exclude='checkpoints' --exclude='tb' \
+  long-ab-$B runs/long-sparrow runs/$B releases/long-sparrow/manifest.json releases/$B/manifest.json
 ls -la $OUT
+# Last, after the results are packed (a call cut here loses only this): where a distillation step's time goes on
+# the long inputs (RESULTS 29.1, 30.1: ~0.45 s a step; "Not run yet"), ~60 s. PROFILE=0 skips it.
+if [[ "${PROFILE:-1}" == "1" && $(left) -gt 75 ]]; then
+  cd "$H/../.." && timeout $(( $(left) - 5 )) python3 benchmarks/sparrow_step_profile.py --target $H/releases/long-target \
+    --data $H/synthvid --shapes 1x16,64x6,192x2 --steps 4 --device cuda --out $OUT/sparrow_step_profile.json 2>&1 \
+    | grep -v -i warn | tail -6
+fi

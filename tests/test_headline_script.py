@@ -124,12 +124,14 @@ def test_headline_script_smoke(tmp_path):
     assert "long16-eager" not in json.loads((out / "headline.json").read_text())["eval"]
 
     # The next A/B (.gpu/s23c3.sh): a second long Sparrow beside the first (LONG_SPARROW_NAME), warm-started from it on
-    # the long inputs, then both drafts side by side on the long set (benchmarks/long_ab.py).
+    # the long inputs as a fine-tune (its own peak LR), then both drafts side by side on the long set
+    # (benchmarks/long_ab.py).
     rel = out / "releases"
-    _run(env | {"LONG_STAGES": "sparrow", "LONG_SPARROW_NAME": "long-sparrow-b",
-                "LONG_SPARROW_AUGMENT": f"--data.frame_repeat [1,2] --model.init_args.init_from {rel}/long-sparrow"})
+    _run(env | {"LONG_STAGES": "sparrow", "LONG_SPARROW_NAME": "long-sparrow-b", "LONG_SPARROW_AUGMENT":
+                f"--data.frame_repeat [1,2] --model.init_args.init_from {rel}/long-sparrow --model.init_args.optim.lr 3e-4"})
     b_cfg = json.loads((rel / "long-sparrow-b" / "manifest.json").read_text())["training_config"]
     assert b_cfg["model"]["init_args"]["init_from"].endswith("releases/long-sparrow")
+    assert b_cfg["model"]["init_args"]["optim"]["lr"] == 3e-4
     ab = subprocess.run([sys.executable, str(REPO / "benchmarks" / "long_ab.py"), "--target", str(rel / "long-target"),
                          "--sparrow-a", str(rel / "long-sparrow"), "--sparrow-b", str(rel / "long-sparrow-b"),
                          "--data", str(out / "synthvid-long16"), "--frames", "8,16", "--limit", "2",
