@@ -84,7 +84,6 @@ def tiny_recipe(out: Path, dataset: Path, family: str = "llava-ov", max_steps: i
     return path
 
 
-
 class StopAtStep(L.Callback):
     """Stops training after optimizer step ``step`` the way ``trainer.max_time`` does (it sets
     ``trainer.should_stop``), at a known step: ``--trainer.callbacks+=vidspec.draft_training.testing.StopAtStep
