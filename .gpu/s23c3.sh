@@ -6,7 +6,7 @@
 #   B: A continued on the target's long inputs (frame repeats up to 192, as its fine-tune; ~0.45 s a step), as a
 #      fine-tune: peak LR B_LR (3e-4, A's final LR) over B_STEPS steps (300, ~135 s), which fit in B_TIME (2:30).
 #      Session 23 ran B at A's peak LR (3e-3) with a 520-step schedule that max_time cut at 166 and 201 steps: the
-#      LR never decayed and B came out worse than A at both lengths (RESULTS 30).
+#      LR never decayed and B lost τ at 64 frames and gained none at 1536 (RESULTS 30).
 # Then benchmarks/long_ab.py: AR and A, then B against the same AR decodes, at 64 and 1536 frames, in one process
 # (one read of each video, one FastTarget; ~215 s in session 23), and last the step profile (~60 s). ~530 s in all
 # (A 85 s, B ~165 s). The runs resume. A second B in a fourth call, where ~330 s are left (A is kept):

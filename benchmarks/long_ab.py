@@ -10,14 +10,16 @@ run's time. Each run folder is an ordinary, resumable eval run:
 a call cut short resumes where it stopped.
 
 Then ``long_tau.py``'s analysis for each draft (ratio, bootstrap, the same-caption split, the misses the long reading
-adds) and a paired bootstrap over the videos of B's ratio minus A's (the same videos drawn for both drafts).
+adds), a paired bootstrap over the videos of B's ratio minus A's (the same videos drawn for both drafts), and the
+same for B's mean τ minus A's at each length (a ratio also rises when τ falls at the short reading).
 
     python benchmarks/long_ab.py --target runs/h17/releases/long-target --sparrow-a runs/h17/releases/long-sparrow \\
         --sparrow-b runs/h17/releases/long-sparrow-aug --data runs/h17/synthvid-long1536 --frames 64,1536 \\
         --limit 30 --device cuda --engine fast --out runs/h17/long-ab
 
 Writes ``OUT/{a,b}/eval-long<F>/`` (the runs), ``OUT/{a,b}/long_tau.png`` and ``OUT/long_ab.json`` (both analyses,
-the difference, the machine).
+the differences, the machine). ``--analyse-only`` reads the runs already in ``--out`` (committed results too) and
+writes ``OUT/long_ab_analysis.json`` without loading a model.
 """
 
 from __future__ import annotations
@@ -62,36 +64,93 @@ def seed_baseline(src: Path, dst: Path) -> int:
         log.close()
 
 
+def _paired(a: dict, b: dict) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
+    """The videos both analyses hold, and each draft's per-video τ at each length, in that order."""
+    lengths = list(a["lengths"])
+    videos = sorted(set(a["lengths"][lengths[0]]["per_video"]) & set(b["lengths"][lengths[0]]["per_video"]))
+    tau = {d: {n: [doc["lengths"][n]["per_video"][v]["tau"] for v in videos] for n in lengths}
+           for d, doc in (("a", a), ("b", b))}
+    return videos, tau
+
+
+def _bootstrap(stat, n: int, draws: int, seed: int) -> dict:
+    """``stat(indices)`` on all ``n`` videos, and its 95% interval and share of draws above 0 over ``draws``
+    resamples of the videos (the same videos for both drafts: a paired bootstrap)."""
+    rng = random.Random(seed)
+    values = sorted(stat([rng.randrange(n) for _ in range(n)]) for _ in range(draws))
+    return {"videos": n, "difference": stat(list(range(n))),
+            "ci95": [values[int(0.025 * draws)], values[int(0.975 * draws) - 1]],
+            "share_b_higher": sum(v > 0 for v in values) / draws, "draws": draws, "seed": seed}
+
+
 def ratio_difference(a: dict, b: dict, draws: int = 10_000, seed: int = 0) -> dict:
     """Paired bootstrap over the videos of ``ratio_b - ratio_a`` (each ratio: mean τ at the longest reading over mean
     τ at the shortest): the 95% interval and the share of draws where B's ratio is the higher."""
-    lengths = list(a["lengths"])
-    first, last = lengths[0], lengths[-1]
-    videos = sorted(set(a["lengths"][first]["per_video"]) & set(b["lengths"][first]["per_video"]))
-    tau = {d: [(doc["lengths"][first]["per_video"][v]["tau"], doc["lengths"][last]["per_video"][v]["tau"])
-               for v in videos] for d, doc in (("a", a), ("b", b))}
+    videos, tau = _paired(a, b)
+    first, last = list(a["lengths"])[0], list(a["lengths"])[-1]
 
-    def ratio(pairs: list[tuple[float, float]], idx: list[int]) -> float:
-        return sum(pairs[i][1] for i in idx) / sum(pairs[i][0] for i in idx)
+    def ratio(d: str, idx: list[int]) -> float:
+        return sum(tau[d][last][i] for i in idx) / sum(tau[d][first][i] for i in idx)
 
-    rng = random.Random(seed)
-    everyone = list(range(len(videos)))
-    diffs = []
-    for _ in range(draws):
-        idx = [rng.randrange(len(videos)) for _ in videos]
-        diffs.append(ratio(tau["b"], idx) - ratio(tau["a"], idx))
-    diffs.sort()
-    return {"videos": len(videos), "difference": ratio(tau["b"], everyone) - ratio(tau["a"], everyone),
-            "ci95": [diffs[int(0.025 * draws)], diffs[int(0.975 * draws) - 1]],
-            "share_b_higher": sum(d > 0 for d in diffs) / draws, "draws": draws, "seed": seed}
+    return _bootstrap(lambda idx: ratio("b", idx) - ratio("a", idx), len(videos), draws, seed)
+
+
+def tau_differences(a: dict, b: dict, draws: int = 10_000, seed: int = 0) -> dict[str, dict]:
+    """At each length, a paired bootstrap of B's mean τ minus A's: a ratio can rise because τ fell at the short
+    reading (RESULTS 30.1), and these say at which length a draft gained or lost."""
+    videos, tau = _paired(a, b)
+
+    def diff(n: str, idx: list[int]) -> float:
+        return sum(tau["b"][n][i] - tau["a"][n][i] for i in idx) / len(idx)
+
+    return {n: _bootstrap(lambda idx, n=n: diff(n, idx), len(videos), draws, seed) for n in a["lengths"]}
+
+
+def report(docs: dict, paths: dict, frames: list[int]) -> dict:
+    """Print both drafts' bar, the ratio difference and the τ differences; return ``b_minus_a``."""
+    diff = ratio_difference(docs["a"], docs["b"])
+    diff["tau"] = tau_differences(docs["a"], docs["b"])
+    print(f"| draft | tau at {frames[0]} | tau at {frames[-1]} | ratio (bar {BAR}) | 95% interval | "
+          "ratio, same caption at both lengths |")
+    print("|---|---|---|---|---|---|")
+    for d in ("a", "b"):
+        doc, bar = docs[d], docs[d]["bar"]
+        same = bar.get("ratio_same_text_at_every_length")
+        print(f"| {d}: {paths[d]} | {doc['lengths'][str(frames[0])]['tau']:.2f} | "
+              f"{doc['lengths'][str(frames[-1])]['tau']:.2f} | {bar['ratio']:.3f} ({'met' if bar['met'] else 'missed'})"
+              f" | {bar['bootstrap']['ci95'][0]:.3f}-{bar['bootstrap']['ci95'][1]:.3f} | "
+              f"{'n/a' if same is None else f'{same:.3f}'} |")
+    print(f"B - A: {diff['difference']:+.3f} (95% interval {diff['ci95'][0]:+.3f} to {diff['ci95'][1]:+.3f}; "
+          f"B higher in {diff['share_b_higher']:.0%} of {diff['draws']} draws over the {diff['videos']} videos)")
+    for n, t in diff["tau"].items():
+        print(f"B - A, mean tau at {n} frames: {t['difference']:+.2f} (95% interval {t['ci95'][0]:+.2f} to "
+              f"{t['ci95'][1]:+.2f}; B higher in {t['share_b_higher']:.0%} of draws)")
+    for d in ("a", "b"):
+        extra = docs[d].get("extra_misses")
+        if extra and extra["videos"]:
+            print(f"{d}: misses only at {frames[-1]} frames on same-caption videos, by label {extra['by_label']}")
+    return diff
+
+
+def analyse_only(out: Path, frames: list[int]) -> int:
+    """The analysis of the runs already in ``out`` (no models loaded), written to ``out/long_ab_analysis.json``."""
+    docs = {d: analyse([run_records(out / d / f"eval-long{f}") for f in frames], "sparrow") for d in ("a", "b")}
+    earlier = json.loads((out / "long_ab.json").read_text()) if (out / "long_ab.json").is_file() else {}
+    paths = {d: earlier.get(d, {}).get("sparrow", d) for d in ("a", "b")}
+    diff = report(docs, paths, frames)
+    doc = {"a": {"sparrow": paths["a"], **docs["a"]}, "b": {"sparrow": paths["b"], **docs["b"]}, "b_minus_a": diff,
+           "frames": frames, "note": "an analysis of recorded runs (benchmarks/long_ab.py --analyse-only)"}
+    (out / "long_ab_analysis.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out / 'long_ab_analysis.json'}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--sparrow-a", required=True, help="the reference draft (its run also holds the AR baseline)")
-    ap.add_argument("--sparrow-b", required=True, help="the draft compared with it")
-    ap.add_argument("--data", required=True, help="the long set (a SynthVid folder)")
+    ap.add_argument("--target")
+    ap.add_argument("--sparrow-a", help="the reference draft (its run also holds the AR baseline)")
+    ap.add_argument("--sparrow-b", help="the draft compared with it")
+    ap.add_argument("--data", help="the long set (a SynthVid folder)")
     ap.add_argument("--frames", default="64,1536", help="video lengths read, shortest first")
     ap.add_argument("--limit", type=int, default=30)
     ap.add_argument("--methods-a", default="ar,sparrow", help="draft A's methods (sparrow-lvspec-pst too, if wanted)")
@@ -107,10 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eps", type=float, default=0.3)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--progress", action="store_true")
+    ap.add_argument("--analyse-only", action="store_true",
+                    help="decode nothing: analyse the run folders already in --out (plain or gzipped records, as "
+                         "committed) and write OUT/long_ab_analysis.json")
     args = ap.parse_args(argv)
     frames = [int(f) for f in args.frames.split(",")]
     if len(frames) < 2 or frames != sorted(frames):
         ap.error("--frames: at least two lengths, shortest first")
+    if args.analyse_only:
+        return analyse_only(args.out, frames)
+    for name in ("target", "sparrow_a", "sparrow_b", "data"):
+        if not getattr(args, name):
+            ap.error(f"--{name.replace('_', '-')} is required (unless --analyse-only)")
     for name in ("sparrow_a", "sparrow_b"):
         if not (Path(getattr(args, name)) / "manifest.json").is_file():
             ap.error(f"--{name.replace('_', '-')} {getattr(args, name)}: not a Sparrow release (no manifest.json)")
@@ -143,22 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [run_records(args.out / d / f"eval-long{f}") for f in frames]
         docs[d] = analyse(runs, "sparrow")
         plot(docs[d], args.out / d / "long_tau.png")
-    diff = ratio_difference(docs["a"], docs["b"])
-    print(f"| draft | tau at {frames[0]} | tau at {frames[-1]} | ratio (bar {BAR}) | 95% interval | "
-          "ratio, same caption at both lengths |")
-    print("|---|---|---|---|---|---|")
-    for d, path in (("a", args.sparrow_a), ("b", args.sparrow_b)):
-        doc, bar = docs[d], docs[d]["bar"]
-        same = bar.get("ratio_same_text_at_every_length")
-        print(f"| {d}: {path} | {doc['lengths'][str(frames[0])]['tau']:.2f} | {doc['lengths'][str(frames[-1])]['tau']:.2f} "
-              f"| {bar['ratio']:.3f} ({'met' if bar['met'] else 'missed'}) | {bar['bootstrap']['ci95'][0]:.3f}-"
-              f"{bar['bootstrap']['ci95'][1]:.3f} | {'n/a' if same is None else f'{same:.3f}'} |")
-    print(f"B - A: {diff['difference']:+.3f} (95% interval {diff['ci95'][0]:+.3f} to {diff['ci95'][1]:+.3f}; "
-          f"B higher in {diff['share_b_higher']:.0%} of {diff['draws']} draws over the {diff['videos']} videos)")
-    for d in ("a", "b"):
-        extra = docs[d].get("extra_misses")
-        if extra and extra["videos"]:
-            print(f"{d}: misses only at {frames[-1]} frames on same-caption videos, by label {extra['by_label']}")
+    diff = report(docs, {"a": args.sparrow_a, "b": args.sparrow_b}, frames)
     doc = {"a": {"sparrow": args.sparrow_a, **docs["a"]}, "b": {"sparrow": args.sparrow_b, **docs["b"]},
            "b_minus_a": diff, "target": args.target, "frames": frames,
            "machine": machine_info(args.device), "git": git_info()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from long_ab import main, ratio_difference  # noqa: E402
+from long_ab import main, ratio_difference, tau_differences  # noqa: E402
 
 from vidspec.evaluation.records import read_jsonl  # noqa: E402
 
@@ -84,6 +85,41 @@ def test_ratio_difference_is_paired():
     # B never loses a draw; it ties only where a draw holds video 1 alone (τ 4 at both lengths for both drafts)
     assert d["difference"] == pytest.approx(1 - 13 / 18) and 0.9 < d["share_b_higher"] < 1.0
     assert d["ci95"][0] >= 0 < d["ci95"][1]
+
+
+def test_tau_differences_say_at_which_length_b_lost():
+    def doc(short: list[float], long_: list[float]) -> dict:
+        return {"lengths": {"64": {"per_video": {str(i): {"tau": t} for i, t in enumerate(short)}},
+                            "1536": {"per_video": {str(i): {"tau": t} for i, t in enumerate(long_)}}}}
+
+    # B's ratio is the higher (1.0 against 0.75) because it lost 2 of τ at 64 frames and held τ at 1536
+    a, b = doc([8.0, 8.0, 8.0], [6.0, 6.0, 6.0]), doc([6.0, 6.0, 6.0], [6.0, 6.0, 6.0])
+    assert ratio_difference(a, b)["difference"] == pytest.approx(0.25)
+    d = tau_differences(a, b, draws=500)
+    assert d["64"]["difference"] == -2.0 and d["64"]["ci95"] == [-2.0, -2.0] and d["64"]["share_b_higher"] == 0
+    assert d["1536"]["difference"] == 0.0 and d["1536"]["share_b_higher"] == 0
+
+
+def test_analyse_only_reads_the_runs_without_models(long_set, tmp_path, capsys):
+    a, b = releases(tmp_path)
+    out = tmp_path / "ab"
+    argv = ["--frames", "4,16", "--out", str(out)]
+    assert main(["--target", "tiny-qwen2.5-vl", "--sparrow-a", a, "--sparrow-b", b, "--data", str(long_set),
+                 "--limit", "2", "--engine", "eager", "--max-new-tokens", "8", *argv]) == 0
+    first = json.loads((out / "long_ab.json").read_text())
+    for run in out.glob("*/eval-long*"):  # as committed: gzipped records
+        plain = run / "records.jsonl"
+        (run / "records.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
+        plain.unlink()
+    capsys.readouterr()
+    assert main(["--analyse-only", *argv]) == 0
+    again = json.loads((out / "long_ab_analysis.json").read_text())
+    assert again["b_minus_a"] == first["b_minus_a"] and again["a"]["sparrow"] == a
+    assert set(again["b_minus_a"]["tau"]) == {"4", "16"}
+    assert "B - A, mean tau at 16 frames" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:  # without --analyse-only the models are required
+        main(argv)
+    assert e.value.code == 2
 
 
 def test_a_missing_release_is_a_usage_error(tmp_path, capsys):

@@ -98,8 +98,8 @@ class ScheduleCheck(L.Callback):
 
     A run that ``trainer.max_time`` stops early keeps a learning rate near its peak, which the schedule was meant
     to decay: session 23's warm-started Sparrow drafts stopped at steps 166 and 201 of 520-step schedules with
-    the LR at 81% and 73% of its peak, and came out worse than the draft they started from. Reads the schedule's
-    length from ``pl_module.lr_schedule_steps`` (:func:`~vidspec.draft_training.sft.adamw_cosine`).
+    the LR at 81% and 73% of its peak, and the first lost τ against the draft it continued (RESULTS 30.1). Reads
+    the schedule's length from ``pl_module.lr_schedule_steps`` (:func:`~vidspec.draft_training.sft.adamw_cosine`).
     """
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
