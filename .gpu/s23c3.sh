@@ -42,3 +42,10 @@ if [[ "${PROFILE:-1}" == "1" && $(left) -gt 75 ]]; then
     --data $H/synthvid --shapes 1x16,64x6,192x2 --steps 4 --device cuda --out $OUT/sparrow_step_profile.json 2>&1 \
     | grep -v -i warn | tail -6
 fi
+# And whether draft A's acceptance moves when only its position ids after the video do (RESULTS 30.4: the committed
+# release draft's does not, on CPU), ~20 s.
+if [[ $(left) -gt 30 ]]; then
+  cd "$H/../.." && timeout $(( $(left) - 5 )) python3 benchmarks/sparrow_position_offset.py --target $H/releases/long-target \
+    --sparrow $H/releases/long-sparrow --data $H/synthvid --offsets 0,1024,4096,25000 --limit 64 --device cuda \
+    --out $OUT/position_offset.json 2>&1 | grep -v -i warn | tail -7
+fi
