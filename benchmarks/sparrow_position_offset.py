@@ -68,6 +68,14 @@ def measure(module: SparrowDistillModule, batches: list[dict], offsets: list[int
     return rows
 
 
+def trained_options(release: Path) -> dict:
+    """The ``draft`` and ``loss`` options the release was distilled with (its manifest's training config), so the
+    draft runs as trained: without IVSB's visual states where it was trained without them, with its MTP steps."""
+    manifest = json.loads((release / "manifest.json").read_text()) if (release / "manifest.json").is_file() else {}
+    init = (manifest.get("training_config") or {}).get("model", {}).get("init_args", {})
+    return {"draft": init.get("draft") or {"ivsb": False}, "loss": init.get("loss")}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True)
@@ -83,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     offsets = [int(o) for o in args.offsets.split(",")]
     if 0 not in offsets or min(offsets) < 0:
         ap.error("--offsets: non-negative, and 0 (the clip as it is) among them")
-    module = SparrowDistillModule(target=args.target, init_from=args.sparrow, target_dtype="float32")
+    module = SparrowDistillModule(target=args.target, init_from=args.sparrow, target_dtype="float32",
+                                  **trained_options(Path(args.sparrow)))
     module.to(args.device)
     dm = VideoTextDataModule(path=args.data, tables=["."], caption_styles=args.caption_styles.split(","),
                              batch_size=args.batch, num_workers=0, max_val_samples=args.limit)

@@ -5,13 +5,15 @@ augmentation as ``--data.frame_repeat``), then times, with the device synchronis
 
 - ``load``: the data module producing the batch (one process; the trainer's loader has workers);
 - ``vision``: the target's vision tower and projector on the batch's frames (LLaVA-OneVision);
-- ``target``: the frozen target's whole forward (``target_features``: tower, projector, every layer);
-- ``target_unmasked``: the same forward without the attention mask, a probe of what the padding mask costs (its
-  states differ on padded rows; the time is what is read);
+- ``target``: the frozen target's whole forward (``target_features``: tower, projector, every layer; a right-padded
+  batch runs without its padding mask, which changes no state the draft reads: ``sft.causal_padding_mask``);
+- ``target_masked``: the same forward with the padding mask (the path before session 23), what the mask costs;
 - ``step``: forward and backward of the whole distillation loss (``target`` included), as a training step runs it
   (autocast to bfloat16 on CUDA, as ``--trainer.precision bf16-mixed``).
 
-The median over ``--steps`` batches is printed as a table and written with the batches' token counts and the machine.
+The module takes a Sparrow recipe's options (``--recipe``; the draft without IVSB, its MTP steps, the target in
+float32, as the headline's long Sparrow trains). The median over ``--steps`` batches is printed as a table and
+written with the batches' token counts and the machine.
 
     python benchmarks/sparrow_step_profile.py --target runs/h17/releases/long-target --data runs/h17/synthvid \\
         --shapes 1x16,64x6,192x2 --steps 5 --device cuda --out sparrow_step_profile.json
@@ -27,12 +29,13 @@ import time
 from pathlib import Path
 
 import torch
+import yaml
 
 from vidspec.draft_training.data import VideoTextDataModule
 from vidspec.draft_training.sparrow.module import SparrowDistillModule
 from vidspec.evaluation.runner import machine_info
 
-PARTS = ("load", "vision", "target", "target_unmasked", "step")
+PARTS = ("load", "vision", "target", "target_masked", "step")
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
@@ -71,9 +74,8 @@ def _vision(module: SparrowDistillModule, batch: dict):
     return model.get_video_features(pixel_values_videos=module._vision_kwargs(batch)["pixel_values_videos"])
 
 
-def _unmasked(module: SparrowDistillModule, batch: dict):
-    with torch.no_grad():
-        return module.target_features({**batch, "attention_mask": torch.ones_like(batch["attention_mask"])})
+def _masked(module: SparrowDistillModule, batch: dict):
+    return module.target_features(batch, padding_mask=True)
 
 
 def _train_step(module: SparrowDistillModule, batch: dict, autocast) -> None:
@@ -101,11 +103,11 @@ def profile_shape(module: SparrowDistillModule, data: str, repeat: int, clips: i
         with autocast:
             t_vision, _ = _timed(device, _vision, module, batch)
             t_target, _ = _timed(device, module.target_features, batch)
-            t_unmasked, _ = _timed(device, _unmasked, module, batch)
+            t_masked, _ = _timed(device, _masked, module, batch)
         t_step, _ = _timed(device, _train_step, module, batch, autocast)
         if i == 0:  # warm-up: kernels chosen, caches filled
             continue
-        for part, t in zip(PARTS, (t_load, t_vision, t_target, t_unmasked, t_step)):
+        for part, t in zip(PARTS, (t_load, t_vision, t_target, t_masked, t_step)):
             times[part].append(t)
         mask = batch["attention_mask"]
         tokens.append(int(mask.sum()))
@@ -117,6 +119,12 @@ def profile_shape(module: SparrowDistillModule, data: str, repeat: int, clips: i
             "tokens_per_batch": statistics.median(tokens), "padding_per_batch": statistics.median(padded)}
 
 
+def recipe_options(recipe: Path) -> dict:
+    """The Sparrow module's options in ``recipe`` (``model.init_args``) but its target, warm start and feature cache."""
+    init = yaml.safe_load(recipe.read_text())["model"]["init_args"]
+    return {k: v for k, v in init.items() if k not in ("target", "init_from", "feature_cache")}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", required=True, help="the target release (or a built-in tiny name)")
@@ -124,13 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default="1x16,64x6,192x2", help="REPEATxCLIPS, comma-separated")
     ap.add_argument("--steps", type=int, default=5, help="timed batches per shape (after one warm-up batch)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--target-dtype", default="float32", help="as the recipes' model.init_args.target_dtype")
+    ap.add_argument("--recipe", type=Path, default=Path(__file__).resolve().parents[1] / "configs" / "train" /
+                    "sparrow-tiny-cpu.yaml", help="the Sparrow recipe whose model options (draft, loss, target dtype) "
+                    "the module takes; its target is replaced by --target (default: the headline's long Sparrow's)")
     ap.add_argument("--caption-styles", default="alpha")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     shapes = parse_shapes(args.shapes)
     device = torch.device(args.device)
-    module = SparrowDistillModule(target=args.target, target_dtype=args.target_dtype).to(device)
+    options = recipe_options(args.recipe)
+    module = SparrowDistillModule(target=args.target, **options).to(device)
     module._ensure_target_device()
     rows = [profile_shape(module, args.data, r, c, args.steps, device, args.caption_styles.split(","))
             for r, c in shapes]
@@ -142,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
               + " | ".join(cells) + " |")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"target": args.target, "data": args.data, "target_dtype": args.target_dtype,
-                                        "rows": rows, "machine": machine_info(args.device)}, indent=1) + "\n")
+        args.out.write_text(json.dumps({"target": args.target, "data": args.data, "recipe": str(args.recipe),
+                                        "options": options, "rows": rows, "machine": machine_info(args.device)},
+                                       indent=1) + "\n")
         print(f"wrote {args.out}")
     return 0
 

@@ -12,7 +12,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from sparrow_position_offset import main, measure, shift_after_video  # noqa: E402
+from sparrow_position_offset import main, measure, shift_after_video, trained_options  # noqa: E402
 
 
 def test_shift_moves_only_what_follows_each_rows_video():
@@ -41,14 +41,14 @@ def test_offset_zero_is_the_clip_and_a_reindexed_draft_ignores_offsets(batches):
     from vidspec.draft_training.sparrow.module import SparrowDistillModule
 
     torch.manual_seed(0)
-    module = SparrowDistillModule(target="tiny-llava-ov")
+    module = SparrowDistillModule(target="tiny-llava-ov", draft={"ivsb": False})  # as the recipes train it
     rows = measure(module, batches, [0, 5000])
     with torch.no_grad():
         _, stats, n = module.step(batches[0])
     assert len(batches) == 1 and rows[0]["answer_tokens"] == n > 0
     assert rows[0]["acc_by_step"] == pytest.approx([float(s["acc"]) for s in stats])
     assert rows[0]["loss_by_step"] != pytest.approx(rows[1]["loss_by_step"])  # the shift reaches the draft
-    reindexed = SparrowDistillModule(target="tiny-llava-ov", draft={"position_mode": "reindex"})
+    reindexed = SparrowDistillModule(target="tiny-llava-ov", draft={"ivsb": False, "position_mode": "reindex"})
     same = measure(reindexed, batches, [0, 5000])
     assert same[0]["acc_by_step"] == same[1]["acc_by_step"] and same[0]["loss_by_step"] == same[1]["loss_by_step"]
 
@@ -70,3 +70,12 @@ def test_the_script_runs_on_a_release(tmp_path, batches, capsys):
     assert "| 300 |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["--target", "tiny-llava-ov", "--sparrow", str(release), "--data", str(data), "--offsets", "5,300"])
+
+
+def test_the_release_runs_with_the_options_it_was_distilled_with(tmp_path):
+    release = tmp_path / "release"
+    release.mkdir()
+    assert trained_options(release) == {"draft": {"ivsb": False}, "loss": None}  # no manifest: no IVSB
+    config = {"model": {"init_args": {"draft": {"ivsb": False, "position_mode": "reindex"}, "loss": {"mtp_steps": 4}}}}
+    (release / "manifest.json").write_text(json.dumps({"training_config": config}))
+    assert trained_options(release) == {"draft": {"ivsb": False, "position_mode": "reindex"}, "loss": {"mtp_steps": 4}}

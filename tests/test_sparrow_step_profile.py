@@ -35,6 +35,7 @@ def test_parts_are_timed_on_longer_batches_for_larger_repeats(tmp_path, dataset,
         assert set(row["seconds"]) == set(PARTS) and all(s > 0 for s in timed.values())
         assert ("vision" in timed) == (target == "tiny-llava-ov")  # the tower probe is LLaVA-OV's
     assert doc["machine"]["device"] == "cpu" and "| 2 x 2 |" in capsys.readouterr().out
+    assert doc["options"]["draft"]["ivsb"] is False  # the recipe's draft, as the headline trains it
 
 
 def test_bad_shapes_are_refused():

@@ -64,6 +64,33 @@ def test_loss_ignores_prompt_tokens(tiny_dataset):
     assert m.loss(batch2)[0].item() == pytest.approx(loss.item())
 
 
+@pytest.mark.parametrize("family", ["llava-ov", "qwen2.5-vl"])
+def test_right_padded_batches_train_the_same_without_the_mask(tiny_dataset, family, monkeypatch):
+    """The model runs a right-padded batch without its padding mask (sft.causal_padding_mask): the loss and every
+    gradient are those of the masked forward."""
+    from vidspec.draft_training import sft
+
+    torch.manual_seed(0)
+    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=ArchConfig(**ARCH[family]), max_frames=4,
+                     adapter_options=QWEN_OPTIONS if family == "qwen2.5-vl" else None)
+    batch = _batch(tiny_dataset, m)  # captions and questions: rows of different lengths
+    assert (batch["attention_mask"] == 0).any() and sft.causal_padding_mask(batch["attention_mask"]) is None
+
+    def loss_and_grads():
+        m.zero_grad(set_to_none=True)
+        loss, _ = m.loss(batch)
+        loss.backward()
+        return float(loss.detach()), {k: p.grad.clone() for k, p in m.named_parameters() if p.grad is not None}
+
+    unmasked = loss_and_grads()
+    monkeypatch.setattr(sft, "causal_padding_mask", lambda mask: mask)
+    masked = loss_and_grads()
+    assert unmasked[0] == pytest.approx(masked[0], rel=1e-5)
+    assert unmasked[1].keys() == masked[1].keys()
+    for k, g in masked[1].items():
+        torch.testing.assert_close(unmasked[1][k], g, atol=1e-5, rtol=1e-4, msg=k)
+
+
 def test_lr_schedule():
     o = OptimConfig(lr=1.0, warmup_steps=10, min_lr_ratio=0.1)
     f = [lr_factor(s, o.warmup_steps, 100, o.min_lr_ratio) for s in range(300)]

@@ -174,6 +174,35 @@ def test_draft_batch_layout(dataset):
     assert db2.positions[0, 0, 0] == 1  # text rank of the first entry (position 0 is skipped)
 
 
+@pytest.mark.parametrize("name", ["tiny-qwen2.5-vl", "tiny-llava-ov"])
+def test_the_target_runs_right_padded_batches_without_a_mask(dataset, name, monkeypatch):
+    """Causal attention never looks ahead, so on a right-padded batch the padding mask changes no kept state."""
+    from vidspec.draft_training.sparrow import module as sparrow_module
+
+    m = sparrow_module.SparrowDistillModule(target=name)
+    batch = a_batch(m, dataset)
+    mask = batch["attention_mask"].clone()
+    k = int(mask[1].sum())
+    mask[1, k - 3:k] = 0  # row 1 three tokens shorter: right padding
+    for key in ("attention_mask", "answer_mask", "input_ids", "labels"):
+        batch[key] = batch[key].clone()
+    batch["attention_mask"] = mask
+    batch["answer_mask"][1, k - 3:] = False
+    batch["labels"][1, k - 3:] = -100
+    assert sparrow_module.causal_padding_mask(mask) is None
+    assert torch.equal(sparrow_module.causal_padding_mask(mask.flip(-1)), mask.flip(-1))  # left padding keeps it
+    unmasked = m.target_features(batch)
+    masked = m.target_features(batch, padding_mask=True)
+    kept = mask.bool()
+    for key in ("penult", "mid", "last"):
+        torch.testing.assert_close(unmasked[key][kept], masked[key][kept], atol=1e-5, rtol=1e-4)
+    assert torch.equal(unmasked["positions"], masked["positions"])
+    monkeypatch.setattr(sparrow_module, "causal_padding_mask", lambda x: x)  # the whole step with the mask
+    loss_masked = float(m.step(batch)[0].detach())
+    monkeypatch.undo()
+    assert float(m.step(batch)[0].detach()) == pytest.approx(loss_masked, rel=1e-5)
+
+
 def test_feature_cache_matches_live_target(dataset, tmp_path):
     from vidspec.draft_training.sparrow import SparrowDistillModule
     from vidspec.draft_training.sparrow.features import precompute_features

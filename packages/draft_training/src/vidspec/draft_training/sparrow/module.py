@@ -45,7 +45,13 @@ import torch
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.draft_training.data import InputSpec
-from vidspec.draft_training.sft import VISION_KEYS, OptimConfig, adamw_cosine, guard_optimizer_step
+from vidspec.draft_training.sft import (
+    VISION_KEYS,
+    OptimConfig,
+    adamw_cosine,
+    causal_padding_mask,
+    guard_optimizer_step,
+)
 from vidspec.draft_training.sparrow import losses
 
 log = logging.getLogger(__name__)
@@ -316,8 +322,14 @@ class SparrowDistillModule(L.LightningModule):
         return ((mask.long().cumsum(-1) - 1).clamp_min(0))[None]
 
     @torch.no_grad()
-    def target_features(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def target_features(self, batch: dict[str, Any], *, padding_mask: bool = False) -> dict[str, torch.Tensor]:
         """Run the frozen target once.
+
+        Args:
+            batch: a collated batch.
+            padding_mask: pass the padding mask even where the batch is right-padded (the same states; the slower
+                path, kept so ``benchmarks/sparrow_step_profile.py`` can time both; see
+                :func:`~vidspec.draft_training.sft.causal_padding_mask`).
 
         Returns:
             ``penult`` ``(B, L, d)``, ``mid`` ``(B, L, d)`` (the IVSB layer), ``last`` ``(B, L, d)``
@@ -334,7 +346,8 @@ class SparrowDistillModule(L.LightningModule):
             fast = qwen_forward_kwargs(self.target.model.model, batch)
         positions = fast["position_ids"] if fast else self.target_positions(batch)
         out = self.target.model.model(
-            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False,
+            input_ids=batch["input_ids"], use_cache=False,
+            attention_mask=batch["attention_mask"] if padding_mask else causal_padding_mask(batch["attention_mask"]),
             output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch), **(fast or extra))
         hs = out.hidden_states
         return {"penult": hs[-2], "mid": hs[self.ivsb_layer], "last": out.last_hidden_state,
