@@ -4,10 +4,11 @@ For each (frame repeat, clips per batch) it builds real training batches with th
 augmentation as ``--data.frame_repeat``), then times, with the device synchronised around each part:
 
 - ``load``: the data module producing the batch (one process; the trainer's loader has workers);
-- ``vision``: the target's vision tower and projector on the batch's frames (LLaVA-OneVision);
+- ``vision``: the target's vision tower, projector and pooling on the batch's distinct frames, as the module runs them
+  (LLaVA-OneVision: ``sft.llava_video_kwargs``); ``vision_every_frame``: on every repeated frame, as before;
 - ``target``: the frozen target's whole forward (``target_features``: tower, projector, every layer; a right-padded
   batch runs without its padding mask, which changes no state the draft reads: ``sft.causal_padding_mask``);
-- ``target_masked``: the same forward with the padding mask (the path before session 23), what the mask costs;
+- ``target_before``: the same forward as before session 23 (the padding mask, the tower on every frame);
 - ``step``: forward and backward of the whole distillation loss (``target`` included), as a training step runs it
   (autocast to bfloat16 on CUDA, as ``--trainer.precision bf16-mixed``).
 
@@ -35,7 +36,7 @@ from vidspec.draft_training.data import VideoTextDataModule
 from vidspec.draft_training.sparrow.module import SparrowDistillModule
 from vidspec.evaluation.runner import machine_info
 
-PARTS = ("load", "vision", "target", "target_masked", "step")
+PARTS = ("load", "vision", "vision_every_frame", "target", "target_before", "step")
 
 
 def parse_shapes(text: str) -> list[tuple[int, int]]:
@@ -67,15 +68,19 @@ def _cycle(dm: VideoTextDataModule):
         yield from dm.train_dataloader()
 
 
-def _vision(module: SparrowDistillModule, batch: dict):
-    model = module.target.model.model
+def _vision(module: SparrowDistillModule, batch: dict, every_frame: bool = False):
+    """LLaVA-OV's tower, projector and pooling on the batch's distinct frames (as the module runs them) or, with
+    ``every_frame``, on every repeated frame (as before session 23)."""
     if module.target.family != "llava-ov" or "pixel_values_videos" not in batch:
         return None
-    return model.get_video_features(pixel_values_videos=module._vision_kwargs(batch)["pixel_values_videos"])
+    pix = module._vision_kwargs({**batch, "frame_repeat": 1})["pixel_values_videos"]
+    step = 1 if every_frame else batch.get("frame_repeat", 1)
+    return module.target.model.model.get_video_features(pixel_values_videos=pix[:, ::step])
 
 
-def _masked(module: SparrowDistillModule, batch: dict):
-    return module.target_features(batch, padding_mask=True)
+def _before(module: SparrowDistillModule, batch: dict):
+    """The target's forward as before session 23: with the padding mask, the tower on every repeated frame."""
+    return module.target_features({**batch, "frame_repeat": 1}, padding_mask=True)
 
 
 def _train_step(module: SparrowDistillModule, batch: dict, autocast) -> None:
@@ -102,19 +107,20 @@ def profile_shape(module: SparrowDistillModule, data: str, repeat: int, clips: i
         batch = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         with autocast:
             t_vision, _ = _timed(device, _vision, module, batch)
+            t_every, _ = _timed(device, _vision, module, batch, True)
             t_target, _ = _timed(device, module.target_features, batch)
-            t_masked, _ = _timed(device, _masked, module, batch)
+            t_before, _ = _timed(device, _before, module, batch)
         t_step, _ = _timed(device, _train_step, module, batch, autocast)
         if i == 0:  # warm-up: kernels chosen, caches filled
             continue
-        for part, t in zip(PARTS, (t_load, t_vision, t_target, t_masked, t_step)):
+        for part, t in zip(PARTS, (t_load, t_vision, t_every, t_target, t_before, t_step)):
             times[part].append(t)
         mask = batch["attention_mask"]
         tokens.append(int(mask.sum()))
         padded.append(int(mask.numel() - mask.sum()))
     medians = {p: statistics.median(v) for p, v in times.items()}
     if module.target.family != "llava-ov":
-        medians["vision"] = None
+        medians["vision"] = medians["vision_every_frame"] = None
     return {"repeat": repeat, "clips": clips, "steps": steps, "seconds": medians,
             "tokens_per_batch": statistics.median(tokens), "padding_per_batch": statistics.median(padded)}
 

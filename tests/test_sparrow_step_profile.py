@@ -33,7 +33,7 @@ def test_parts_are_timed_on_longer_batches_for_larger_repeats(tmp_path, dataset,
     for row in doc["rows"]:
         timed = {p: s for p, s in row["seconds"].items() if s is not None}
         assert set(row["seconds"]) == set(PARTS) and all(s > 0 for s in timed.values())
-        assert ("vision" in timed) == (target == "tiny-llava-ov")  # the tower probe is LLaVA-OV's
+        assert ("vision" in timed) == ("vision_every_frame" in timed) == (target == "tiny-llava-ov")  # LLaVA-OV's
     assert doc["machine"]["device"] == "cpu" and "| 2 x 2 |" in capsys.readouterr().out
     assert doc["options"]["draft"]["ivsb"] is False  # the recipe's draft, as the headline trains it
 

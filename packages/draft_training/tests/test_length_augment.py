@@ -64,6 +64,8 @@ def test_frame_repeat_gives_more_frames_and_visual_tokens(tiny_dataset, llava):
         # Each frame is repeated in place: f0 f0 f0 f1 f1 f1 ...
         pix = b["pixel_values_videos"][0]
         assert torch.equal(pix[0], pix[2]) and not torch.equal(pix[0], pix[3])
+        assert b["frame_repeat"] == 3  # which lets the modules run the tower once per distinct frame
+        assert torch.equal(b["pixel_values_videos"][:, ::3].repeat_interleave(3, dim=1), b["pixel_values_videos"])
     # Validation is unaffected unless asked.
     assert next(iter(dm.val_dataloader()))["pixel_values_videos"].shape[1] == FRAMES
     dm_val = _dm(tiny_dataset, llava, frame_repeat=[2], augment_val=True)
@@ -84,6 +86,49 @@ def test_a_repeated_item_is_the_repeated_clip_processed(tiny_dataset, llava, fam
     ids, visual = ds.adapter.build_prompt(Request(prompt=row.prompt, clip=ds._read(row.video).repeat_frames(3)))
     assert torch.equal(item["input_ids"][: len(ids)], ids)
     assert torch.equal(item["pixel_values_videos"], visual.tensors["pixel_values_videos"])
+
+
+def test_repeated_frames_through_the_tower_once_give_the_same_loss_and_gradients(tiny_dataset, llava):
+    """sft.llava_video_kwargs: the LLaVA-OV tower, projector and pooling on each distinct frame once, the features
+    repeated: the loss and every gradient (the tower's included) are those of the repeated frames."""
+    from vidspec.draft_training.sft import llava_video_kwargs
+
+    batch = next(iter(_dm(tiny_dataset, llava, frame_repeat=[3]).train_dataloader()))
+    assert batch["frame_repeat"] == 3
+
+    def loss_and_grads(b):
+        llava.zero_grad(set_to_none=True)
+        loss, _ = llava.loss(b)
+        loss.backward()
+        return float(loss.detach()), {k: p.grad.clone() for k, p in llava.named_parameters() if p.grad is not None}
+
+    once = loss_and_grads(batch)
+    every = loss_and_grads({**batch, "frame_repeat": 1})  # the tower on all 12 frames
+    assert once[0] == pytest.approx(every[0], rel=1e-5)
+    assert any("vision_tower" in k for k in every[1]) and once[1].keys() == every[1].keys()
+    for k, g in every[1].items():
+        torch.testing.assert_close(once[1][k], g, atol=1e-5, rtol=1e-4, msg=k)
+    with pytest.raises(ValueError, match="whole number"):
+        llava_video_kwargs(llava.model.model, batch["pixel_values_videos"], 5)
+
+
+def test_the_sparrow_teacher_reads_repeated_frames_once(tiny_dataset):
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+
+    m = SparrowDistillModule(target="tiny-llava-ov", draft={"ivsb": False})
+    batch = next(iter(_dm(tiny_dataset, m, frame_repeat=[2], caption_styles=["alpha"]).train_dataloader()))
+    calls = []
+    tower = m.target.model.model.vision_tower
+    hook = tower.register_forward_pre_hook(lambda _, args: calls.append(args[0].shape[0]))
+    try:
+        once = m.target_features(batch)
+        every = m.target_features({**batch, "frame_repeat": 1})
+    finally:
+        hook.remove()
+    n = batch["input_ids"].shape[0]
+    assert calls == [n * FRAMES, n * 2 * FRAMES]  # distinct frames only, then every repeated frame
+    for key in ("penult", "mid", "last"):
+        torch.testing.assert_close(once[key], every[key], atol=1e-5, rtol=1e-4)
 
 
 def test_repeat_draws_are_per_batch_and_deterministic(tiny_dataset, llava):

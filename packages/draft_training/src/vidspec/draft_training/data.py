@@ -33,6 +33,9 @@ plus the family's vision tensors (float32 on CPU; the model casts them):
                  second_per_grid_ts   (B,) float32   seconds per temporal patch
                  mm_token_type_ids    (B, L) int32   0 text, 2 video placeholder (M-RoPE needs it)
     LLaVA-OV     pixel_values_videos  (B, T, 3, H, W) float32 (every video must have T frames)
+                 frame_repeat         int            each frame comes this many times in a row (``frame_repeat``'s
+                                                     factor for the batch; 1 without): the modules run the vision
+                                                     tower once per distinct frame (``sft.llava_video_kwargs``)
                  position_ids         (B, L) int64   only with ``position_stretch`` (1-D RoPE positions)
 
 Length augmentation (training only by default)
@@ -272,6 +275,7 @@ class VideoTextDataset(Dataset):
             sample["mm_token_type_ids"] = (ids == ad.video_token_id).to(torch.int32) * 2
         else:
             sample["pixel_values_videos"] = visual.tensors["pixel_values_videos"]
+            sample["frame_repeat"] = repeat  # each frame `repeat` times in a row: the tower runs once per distinct frame
             if self.position_stretch:
                 stretch = self.position_stretch[int(_rng(self.seed, epoch, i, _STRETCH).integers(
                     len(self.position_stretch)))]
@@ -360,6 +364,8 @@ class Collator:
                     "use videos with at least max_frames frames"
                 )
             batch["pixel_values_videos"] = torch.cat([s["pixel_values_videos"] for s in samples])
+            repeats = {s.get("frame_repeat", 1) for s in samples}
+            batch["frame_repeat"] = repeats.pop() if len(repeats) == 1 else 1  # one factor a batch, else none used
             if "position_ids" in samples[0]:
                 pos = torch.zeros((b, n), dtype=torch.long)
                 for i, s in enumerate(samples):

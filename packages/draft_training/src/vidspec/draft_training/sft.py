@@ -87,6 +87,31 @@ def causal_padding_mask(mask: torch.Tensor) -> torch.Tensor | None:
     return None
 
 
+def llava_video_kwargs(model, pixel_values_videos: torch.Tensor, repeat: int = 1) -> dict[str, Any]:
+    """LLaVA-OneVision's video arguments for ``model`` (a ``LlavaOnevisionModel``) when each frame comes ``repeat``
+    times in a row (training's length augmentation, ``data.frame_repeat``; the batch's ``frame_repeat``).
+
+    For ``repeat`` 1: ``{"pixel_values_videos": ...}``, as given. Otherwise the vision tower, projector and pooling,
+    which work frame by frame, run once on each distinct frame, the features are repeated, and the model gets them
+    as ``mm_encoder_outputs`` (transformers' way to pass encoder outputs computed outside): the same features as
+    for the repeated frames, and the same gradients (a repeated feature's gradients add up in
+    ``repeat_interleave``'s backward, as the copies' do), for ``1 / repeat`` of the tower's work.
+    """
+    if repeat <= 1:
+        return {"pixel_values_videos": pixel_values_videos}
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    b, frames = pixel_values_videos.shape[:2]
+    if frames % repeat:
+        raise ValueError(f"{frames} frames are not a whole number of {repeat}-frame repeats")
+    distinct = frames // repeat
+    pooled = model.get_video_features(pixel_values_videos[:, ::repeat], return_dict=True).pooler_output
+    video, newline = pooled[:, :-1], pooled[:, -1:]  # the video's features, then its one newline embedding
+    per_frame = video.shape[1] // distinct
+    video = video.reshape(b, distinct, per_frame, -1).repeat_interleave(repeat, dim=1).reshape(b, frames * per_frame, -1)
+    return {"mm_encoder_outputs": {"video": BaseModelOutputWithPooling(pooler_output=torch.cat([video, newline], 1))}}
+
+
 def adamw_cosine(module, decay: list, no_decay: list) -> dict:
     """``configure_optimizers``' answer for a module with an :class:`OptimConfig` ``optim``: AdamW over ``decay``
     (with weight decay) and ``no_decay`` (without), and :func:`lr_factor`'s schedule stepped every optimizer step.
@@ -283,11 +308,14 @@ class VLMSFTModule(L.LightningModule):
         return cls(self.model, self.tokenizer, name, max_frames=self.max_frames, **self.adapter_options)
 
     # ---- forward / loss -----------------------------------------------------------------------
-    def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, Any]:
         kw = {k: batch[k] for k in VISION_KEYS[self.family] if k in batch}
         pix = kw.get("pixel_values_videos")
         if pix is not None:
             kw["pixel_values_videos"] = pix.to(next(self.vision_tower.parameters()).dtype)
+            if self.family == "llava-ov":
+                kw.update(llava_video_kwargs(self.model.model, kw.pop("pixel_values_videos"),
+                                             batch.get("frame_repeat", 1)))
         return kw
 
     def hidden_states(self, batch: dict[str, Any]) -> torch.Tensor:

@@ -51,6 +51,7 @@ from vidspec.draft_training.sft import (
     adamw_cosine,
     causal_padding_mask,
     guard_optimizer_step,
+    llava_video_kwargs,
 )
 from vidspec.draft_training.sparrow import losses
 
@@ -297,11 +298,14 @@ class SparrowDistillModule(L.LightningModule):
         return InputSpec(t.model.config, t.tokenizer, t.max_frames, opts)
 
     # ---- target features ----------------------------------------------------------------------
-    def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+    def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, Any]:
         fam = self.target.family
         kw = {k: batch[k] for k in VISION_KEYS[fam] if k in batch}
         if "pixel_values_videos" in kw:
             kw["pixel_values_videos"] = kw["pixel_values_videos"].to(self.target.model.lm_head.weight.dtype)
+            if fam == "llava-ov":  # repeated frames through the tower once (sft.llava_video_kwargs)
+                kw.update(llava_video_kwargs(self.target.model.model, kw.pop("pixel_values_videos"),
+                                             batch.get("frame_repeat", 1)))
         return kw
 
     def target_positions(self, batch: dict[str, Any]) -> torch.Tensor:
