@@ -49,3 +49,8 @@ if [[ $(left) -gt 30 ]]; then
     --sparrow $H/releases/long-sparrow --data $H/synthvid --offsets 0,1024,4096,25000 --limit 64 --device cuda \
     --out $OUT/position_offset.json 2>&1 | grep -v -i warn | tail -7
 fi
+# And the GPU check of RESULTS 30.5's cheaper step (the same loss as the old path under bf16 autocast), ~20 s.
+if [[ $(left) -gt 30 ]]; then
+  cd "$H/../.." && timeout $(( $(left) - 5 )) python3 -m pytest -q -m gpu packages/draft_training/tests/test_length_augment.py \
+    -p no:cacheprovider 2>&1 | tail -3
+fi
