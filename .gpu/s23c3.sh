@@ -8,8 +8,10 @@
 #      Session 23 ran B at A's peak LR (3e-3) with a 520-step schedule that max_time cut at 166 and 201 steps: the
 #      LR never decayed and B lost τ at 64 frames and gained none at 1536 (RESULTS 30).
 # Then benchmarks/long_ab.py: AR and A, then B against the same AR decodes, at 64 and 1536 frames, in one process
-# (one read of each video, one FastTarget; ~215 s in session 23), and last the step profile (~60 s). ~530 s in all
-# (A 85 s, B ~165 s). The runs resume. A second B in a fourth call, where ~330 s are left (A is kept):
+# (one read of each video, one FastTarget; ~215 s in session 23), and last, each only if time is left, the step
+# profile (~60 s), the position-offset check (~20 s) and the GPU test of RESULTS 30.5 (~20 s): ~570 s in all (A 85 s,
+# B ~165 s at session 23's step time; less with 30.5's cheaper step). The runs resume. A second B in a fourth call,
+# where ~330 s are left (A is kept):
 # B_NAME=long-sparrow-ft2 B_LR=1e-3 B_STEPS=140 B_TIME=00:00:01:10 PROFILE=0 LIMIT=<left - 20> bash .gpu/s23c3.sh
 #   call 3: LIMIT=<seconds left - 20, at most 585> bash .gpu/s23c3.sh
 test -f runs/h17/releases/long-target/manifest.json || { echo "NO TARGET: machine restarted"; exit 3; }
