@@ -30,8 +30,7 @@ def summarize(path: Path) -> dict:
     gaps = [b - a for a, b in zip(times, times[1:])]
     losses = [r["train/loss"] for r in rows]
     n = len(losses)
-    tenths = [statistics.mean(losses[i * n // 10:(i + 1) * n // 10] or losses[i * n // 10:i * n // 10 + 1])
-              for i in range(10)] if n >= 10 else None
+    tenths = [statistics.mean(losses[i * n // 10:(i + 1) * n // 10]) for i in range(10)] if n >= 10 else None
     lrs = [r["train/lr"] for r in rows if "train/lr" in r]
     by_batch: dict[int, list[float]] = {}
     for r in rows[n // 2:]:

@@ -136,8 +136,7 @@ class FinalCheckpoint(ModelCheckpoint):
             self._save_last_now(trainer)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if trainer.global_step > 0:
-            self._save_last_now(trainer)
+        self._save_last_now(trainer)  # skipped where this step is saved already (or no step was taken)
         super().on_train_end(trainer, pl_module)
 
 

@@ -112,6 +112,19 @@ def llava_video_kwargs(model, pixel_values_videos: torch.Tensor, repeat: int = 1
     return {"mm_encoder_outputs": {"video": BaseModelOutputWithPooling(pooler_output=torch.cat([video, newline], 1))}}
 
 
+def vision_kwargs(batch: dict[str, Any], family: str, model, dtype: torch.dtype) -> dict[str, Any]:
+    """``model``'s vision arguments from a collated batch (``model``: the family's inner ``...Model``): the family's
+    tensors (:data:`VISION_KEYS`), the pixels cast to ``dtype``, and for LLaVA-OV :func:`llava_video_kwargs` (the
+    tower once per distinct frame of a frame-repeated batch)."""
+    kw = {k: batch[k] for k in VISION_KEYS[family] if k in batch}
+    pix = kw.pop("pixel_values_videos", None)
+    if pix is not None:
+        pix = pix.to(dtype)
+        kw.update(llava_video_kwargs(model, pix, batch.get("frame_repeat", 1)) if family == "llava-ov"
+                  else {"pixel_values_videos": pix})
+    return kw
+
+
 def adamw_cosine(module, decay: list, no_decay: list) -> dict:
     """``configure_optimizers``' answer for a module with an :class:`OptimConfig` ``optim``: AdamW over ``decay``
     (with weight decay) and ``no_decay`` (without), and :func:`lr_factor`'s schedule stepped every optimizer step.
@@ -309,14 +322,7 @@ class VLMSFTModule(L.LightningModule):
 
     # ---- forward / loss -----------------------------------------------------------------------
     def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, Any]:
-        kw = {k: batch[k] for k in VISION_KEYS[self.family] if k in batch}
-        pix = kw.get("pixel_values_videos")
-        if pix is not None:
-            kw["pixel_values_videos"] = pix.to(next(self.vision_tower.parameters()).dtype)
-            if self.family == "llava-ov":
-                kw.update(llava_video_kwargs(self.model.model, kw.pop("pixel_values_videos"),
-                                             batch.get("frame_repeat", 1)))
-        return kw
+        return vision_kwargs(batch, self.family, self.model.model, next(self.vision_tower.parameters()).dtype)
 
     def hidden_states(self, batch: dict[str, Any]) -> torch.Tensor:
         """``(B, L, d)`` final hidden states (after the final norm) of the language model."""

@@ -46,12 +46,11 @@ from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.draft_training.data import InputSpec
 from vidspec.draft_training.sft import (
-    VISION_KEYS,
     OptimConfig,
     adamw_cosine,
     causal_padding_mask,
     guard_optimizer_step,
-    llava_video_kwargs,
+    vision_kwargs,
 )
 from vidspec.draft_training.sparrow import losses
 
@@ -299,14 +298,8 @@ class SparrowDistillModule(L.LightningModule):
 
     # ---- target features ----------------------------------------------------------------------
     def _vision_kwargs(self, batch: dict[str, Any]) -> dict[str, Any]:
-        fam = self.target.family
-        kw = {k: batch[k] for k in VISION_KEYS[fam] if k in batch}
-        if "pixel_values_videos" in kw:
-            kw["pixel_values_videos"] = kw["pixel_values_videos"].to(self.target.model.lm_head.weight.dtype)
-            if fam == "llava-ov":  # repeated frames through the tower once (sft.llava_video_kwargs)
-                kw.update(llava_video_kwargs(self.target.model.model, kw.pop("pixel_values_videos"),
-                                             batch.get("frame_repeat", 1)))
-        return kw
+        t = self.target
+        return vision_kwargs(batch, t.family, t.model.model, t.model.lm_head.weight.dtype)
 
     def target_positions(self, batch: dict[str, Any]) -> torch.Tensor:
         """``(A, B, L)`` the target's position ids (M-RoPE: A = 3, from ``get_rope_index``)."""
