@@ -22,7 +22,7 @@ KNOBS = ("PHASES", "DATA", "DRAFT", "METHODS", "MAX_NEW_TOKENS", "LONG_SHORT_FRA
          "REPLAY_EXTRA", "LONG_TRAIN", "LONG_AUGMENT", "LONG_TRAIN_TIME", "LONG_TRAIN_STEPS", "LONG_SPARROW_TIME",
          "LONG_SPARROW_STEPS", "LONG_BATCH", "LONG_WORKERS", "EVAL_PARTS", "VIDSPEC_LOG_LEVEL", "LONG_EVAL_EXTRA", "HF_EXTRA",
          "LONG_STAGES", "LONG_METHODS", "LONG_SPARROW_AUGMENT", "LONG_DRAFT", "LONG_DRAFT_TIME", "LONG_DRAFT_STEPS",
-         "LONG_SPARROW_NAME")
+         "LONG_SPARROW_NAME", "LONG_SPARROW_FT_STEPS", "LONG_SPARROW_FT_TIME", "LONG_SPARROW_FT_LR")
 
 
 def _run(env: dict) -> tuple[subprocess.CompletedProcess, float]:
@@ -70,7 +70,8 @@ def test_headline_script_smoke(tmp_path):
         assert set(doc["eval"][run]["methods"]) == {"ar", "sparrow", "lvspec-pst"} and doc["eval"][run]["frames"] == int(run[4:])
         # LONG_TRAIN=1: read by the length-augmented target and the Sparrow draft distilled from it
         cfg = json.loads((out / f"eval-{run}" / "config.json").read_text())
-        assert cfg["target"].endswith("releases/long-target") and cfg["sparrow"].endswith("releases/long-sparrow")
+        # (the default LONG_SPARROW_FT_STEPS: the draft fine-tuned on the long inputs after its distillation)
+        assert cfg["target"].endswith("releases/long-target") and cfg["sparrow"].endswith("releases/long-sparrow-ft")
         assert cfg["draft"].endswith("releases/long-draft")  # LONG_DRAFT=1: the draft VLM fine-tuned on long inputs
         assert cfg["fast_compile"] is False  # LONG_EVAL_EXTRA's default: the long pass measures tau, not time
         assert cfg["share_video"] is True  # and reads each long video once for all its methods
@@ -79,6 +80,11 @@ def test_headline_script_smoke(tmp_path):
     sparrow_cfg = json.loads((out / "releases" / "long-sparrow" / "manifest.json").read_text())["training_config"]
     assert sparrow_cfg["data"]["frame_repeat"] == [1, 2]  # LONG_SPARROW_AUGMENT reached the long Sparrow's recipe
     assert sparrow_cfg["model"]["init_args"]["init_from"].endswith("releases/sparrow-synthvid")  # and its warm start
+    ft_cfg = json.loads((out / "releases" / "long-sparrow-ft" / "manifest.json").read_text())["training_config"]
+    assert ft_cfg["model"]["init_args"]["init_from"].endswith("releases/long-sparrow")  # a fine-tune of that draft
+    assert ft_cfg["model"]["init_args"]["optim"]["lr"] == 3e-4  # at a fine-tune's LR (LONG_SPARROW_FT_LR)
+    assert ft_cfg["data"]["frame_repeat"] == [1, 2] and ft_cfg["data"]["position_stretch"] == [1, 2]  # LONG_AUGMENT
+    assert ft_cfg["model"]["init_args"]["target"].endswith("releases/long-target")
     draft_cfg = json.loads((out / "releases" / "long-draft" / "manifest.json").read_text())["training_config"]
     assert draft_cfg["data"]["frame_repeat"] == [1, 2] and draft_cfg["data"]["caption_styles"] == ["beta"]
     hf_cfg = json.loads((out / "eval-captions" / "config.json").read_text())  # the other runs keep the trained target
@@ -109,6 +115,7 @@ def test_headline_script_smoke(tmp_path):
 
     second, second_s = _run(env)  # same OUT: every phase is done, nothing is recomputed
     for step in ("train", "eval-captions", "eval-mcq", "eval-hf", "train long-target", "train long-draft", "train long-sparrow",
+                 "train long-sparrow-ft",
                  "eval-long8", "eval-long16", "replay", "ddp"):
         assert f"== {step}: skipped, outputs exist" in second.stdout, step
     assert "train_releases_gpu.sh PROFILE=gpu" not in second.stdout
