@@ -26,12 +26,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import torch
+
+from vidspec.evaluation.runner import machine_info
 
 
 def read_steps(path: Path) -> list[dict]:
@@ -72,19 +75,6 @@ def throughput(rows: list[dict], batch: int, devices: int, warmup: int) -> dict:
         "samples_per_s": samples / secs,
         "tokens_per_s_logged_median": statistics.median(tps) if tps else None,
     }
-
-
-def machine_info() -> dict:
-    info = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count()}
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        if torch.cuda.is_available():
-            info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except ImportError:  # pragma: no cover
-        pass
-    return info
 
 
 def plot(results: list[dict], path: Path) -> None:
@@ -150,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     base = results[0]["samples_per_s"]
     for r in results:
         r["speedup"] = r["samples_per_s"] / base
-    doc = {"args": vars(a), "fit_args": fit_args, "machine": machine_info(), "results": results}
+    machine = machine_info("cuda" if torch.cuda.is_available() else "cpu")
+    doc = {"args": vars(a), "fit_args": fit_args, "machine": machine, "results": results}
     (out / "ddp_scaling.json").write_text(json.dumps(doc, indent=1))
     try:
         plot(results, out / "ddp_loss.png")

@@ -44,15 +44,15 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 
 import torch
+
+from vidspec.evaluation.runner import git_info, machine_info
 
 QWEN_TEXT = dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                  num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=128000, rms_norm_eps=1e-6,
@@ -102,27 +102,6 @@ def copy_bandwidth(gib: float = 2.0) -> float:
     dst = torch.empty_like(src)
     ms = time_cuda(lambda: dst.copy_(src), reps=20, warmup=3)
     return 2 * n * 2 / (ms / 1e3)
-
-
-def machine_info() -> dict:
-    import transformers
-
-    # The GPU machine's copy of the tree may carry a stale .git: a commit the caller names wins.
-    sha, dirty = os.environ.get("VIDSPEC_GIT_SHA"), None
-    if not sha:
-        try:
-            sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-            dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                                        text=True).stdout.strip())
-        except (OSError, subprocess.CalledProcessError):
-            sha = "unknown"
-    p = torch.cuda.get_device_properties(0)
-    return {
-        "gpu": torch.cuda.get_device_name(0), "gpu_memory_gib": round(p.total_memory / 2**30, 1),
-        "sm_count": p.multi_processor_count, "torch": torch.__version__, "cuda": torch.version.cuda,
-        "transformers": transformers.__version__, "python": platform.python_version(), "git_sha": sha,
-        "git_dirty": dirty, "host": platform.node(), "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
 
 
 def build(family: str):
@@ -426,7 +405,7 @@ def bench_e2e(model, flm, args) -> dict:
 def print_table(results: dict) -> None:
     bw = results["bandwidth_bytes_per_s"]
     print(f"\ncopy bandwidth {bw / 1e12:.2f} TB/s   ({results['machine']['gpu']}, torch {results['machine']['torch']}, "
-          f"transformers {results['machine']['transformers']}, git {results['machine']['git_sha'][:10]})")
+          f"transformers {results['machine']['transformers']}, git {str(results['git']['sha'])[:10]})")
     cols = [("hf_generate_eager_ms", "HF gen eager"), ("hf_generate_static_ms", "HF gen static"),
             ("hf_eager_step1_ms", "HF fwd 1"), ("hf_eager_step9_ms", "HF fwd 9"),
             ("ours_graph_ar_ms", "our AR graph"), ("ours_fused_ar_ms", "our AR fused"),
@@ -502,7 +481,7 @@ def main(argv=None) -> int:
         args.gen_tokens, args.loop_tokens, args.e2e_tokens, args.reps = 16, 32, 128, 10
     torch.backends.cuda.matmul.allow_tf32 = False
     t0 = time.perf_counter()
-    results: dict = {"machine": machine_info(), "args": {k: (sorted(v) if isinstance(v, set) else v)
+    results: dict = {"machine": machine_info("cuda"), "git": git_info(), "args": {k: (sorted(v) if isinstance(v, set) else v)
                                                          for k, v in vars(args).items()}}
     table_path = os.environ.get("VIDSPEC_GEMV_TABLE")
     if table_path:  # recorded beside the numbers it produced (FastLM validates it again at construction)

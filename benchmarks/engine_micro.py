@@ -34,7 +34,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_gpu import QWEN_TEXT, ROPE, build, copy_bandwidth, fill_cache, machine_info, tril  # noqa: E402
+from engine_gpu import QWEN_TEXT, ROPE, build, copy_bandwidth, fill_cache, tril  # noqa: E402
+
+from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
 
 T0 = time.perf_counter()
 
@@ -252,7 +254,7 @@ def main(argv=None) -> int:
     sections = set(args.sections.split(","))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    res: dict = {"machine": machine_info()}
+    res: dict = {"machine": machine_info("cuda"), "git": git_info()}
     res["bandwidth_bytes_per_s"] = bw = copy_bandwidth()
     print(f"copy bandwidth {bw / 1e12:.2f} TB/s", flush=True)
 

@@ -36,8 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from relevance_auc import machine_info  # noqa: E402
 from testbed_common import add_testbed_args, caption_rows  # noqa: E402
+
+from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
 
 
 def main() -> None:
@@ -107,7 +108,7 @@ def main() -> None:
                    "identical_to_hf_generate": a["identical"] / len(rows)} for n, a in acc.items()}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(), "samples": len(rows),
+    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(str(args.device)), "git": git_info(), "samples": len(rows),
            "engine": args.engine, "device": args.device, "k": args.k, "max_new_tokens": args.max_new_tokens,
            "target": args.target, "sparrow": args.sparrow, "data": args.data,
            "conventions": "end to end per sample (video reading, preprocessing, prefill, decode), batch 1, greedy; "

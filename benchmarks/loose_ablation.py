@@ -37,8 +37,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from relevance_auc import machine_info  # noqa: E402
 from testbed_common import caption_rows  # noqa: E402
+
+from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
 
 LAMS = (0.3, 0.5, 0.7, 0.9)
 SCORERS = ("cosine", "probe", "attention")
@@ -341,7 +342,7 @@ def main() -> None:
         "benchmark": "loose_ablation",
         "command": "python benchmarks/loose_ablation.py " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
-        "machine": machine_info(),
+        "machine": machine_info(), "git": git_info(),
         "data": str(data), "split": args.split, "style": args.style, "captions": len(rows), "mcqs": len(mcqs),
         "k": args.k, "max_new_tokens": args.max_new_tokens, "greedy": True, "batch": 1,
         "scorers": scorers,

@@ -34,8 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from relevance_auc import machine_info  # noqa: E402
 from testbed_common import add_testbed_args, caption_rows  # noqa: E402
+
+from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
 
 #: predicate variants: "always", "prob:EPS", "topk:K"; "...@LAM" sets λ (default the spec's 0.7)
 VARIANTS = "always,prob:0.3,prob:0.1,prob:0.03,prob:0.01,topk:2,topk:3,prob:0.1@1.0,prob:0.3@1.0"
@@ -135,7 +136,7 @@ def main() -> None:
         }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(), "samples": len(rows),
+    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(), "git": git_info(), "samples": len(rows),
            "k": args.k, "max_new_tokens": args.max_new_tokens, "variants": dict(variants),
            "seconds": time.perf_counter() - t_start, "results": results, "examples": examples,
            "models": {"target": args.target, "draft": args.draft, "sparrow": args.sparrow, "data": args.data}}

@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from qwen_vision_train_speed import machine_info  # noqa: E402
+from vidspec.evaluation.runner import machine_info  # noqa: E402
 
 VARIANTS = {"transformers": (False, False), "grouped": (True, False), "grouped+batched": (True, True)}
 
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
     med = {k: statistics.median(v) for k, v in times.items()}
     tokens = int(batch["attention_mask"].sum())
     doc = {
-        "args": vars(args), "machine": machine_info(device), "batch_tokens": tokens,
+        "args": vars(args), "machine": machine_info(str(device)), "batch_tokens": tokens,
         "parameters": sum(p.numel() for p in modules["grouped"].parameters()),
         "ms_per_step_median": med, "ms_per_step": times,
         "speedup_over_transformers": {k: med["transformers"] / v for k, v in med.items()},

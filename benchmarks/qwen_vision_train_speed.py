@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import torch
+
+from vidspec.evaluation.runner import machine_info
 
 
 def build_tower(hidden: int, layers: int, heads: int, patch: int, window: int):
@@ -41,14 +42,6 @@ def build_tower(hidden: int, layers: int, heads: int, patch: int, window: int):
     config = Qwen2_5_VLVisionConfig(**qwen_vision_config(arch))
     config._attn_implementation = "sdpa"
     return Qwen2_5_VisionTransformerPretrainedModel(config)
-
-
-def machine_info(device: torch.device) -> dict:
-    info = {"python": platform.python_version(), "torch": torch.__version__, "device": str(device),
-            "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads()}
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -106,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
         diff = (hf(pix, grid_thw=grid).pooler_output.float() - grouped(pix, grid_thw=grid).pooler_output.float())
     med = {k: statistics.median(v) for k, v in times.items()}
     doc = {
-        "args": vars(args), "machine": machine_info(device),
+        "args": vars(args), "machine": machine_info(str(device)),
         "vision_parameters": sum(p.numel() for p in hf.parameters()),
         "windows_per_layer": windows, "attention_calls_per_layer": {"per_window": windows, "grouped": 1},
         "ms_per_step_median": med, "ms_per_step": times,

@@ -35,9 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
 import time
 from pathlib import Path
 
@@ -45,29 +42,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vidspec.evaluation.runner import git_info, machine_info
+
 ROOT = Path(__file__).resolve().parents[1]
 TOP_NS = (1, 10, 100)
-
-
-def machine_info() -> dict:
-    # VIDSPEC_GIT_SHA names the commit where the checkout's .git does not (the lent GPU machine
-    # receives a tree whose .git copy may be stale).
-    sha = os.environ.get("VIDSPEC_GIT_SHA", "")
-    try:
-        sha = sha or subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        sha = ""
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"platform": platform.platform(), "machine": platform.machine(), "cpu": cpu,
-            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-            "torch": torch.__version__, "git_sha": sha}
 
 
 def grey_clip(clip):
@@ -294,7 +272,7 @@ def main() -> None:
         "benchmark": "relevance_auc",
         "command": "python benchmarks/relevance_auc.py " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
-        "machine": machine_info(),
+        "machine": machine_info(), "git": git_info(ROOT),
         "data": str(data), "fit_split": args.fit_split, "eval_split": args.eval_split,
         "videos_per_split": args.limit, "target": args.target, "num_layers": num_layers,
         "labels": "SynthVid token_labels: visual = " + ",".join(VISUAL_LABELS) + "; filler = rest; specials dropped",

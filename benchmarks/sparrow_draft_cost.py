@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ import torch
 
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
 from vidspec.decoding.types import Request, VideoClip
+from vidspec.evaluation.runner import machine_info
 
 
 def frames_for(target, visual_tokens: int) -> tuple[VideoClip, int]:
@@ -90,20 +90,6 @@ class Case:
                 "p90_ms_per_round": 1e3 * float(np.percentile(t, 90)), "repeats": len(t)}
 
 
-def machine_info(device: torch.device) -> dict:
-    info = {"python": platform.python_version(), "torch": torch.__version__, "platform": platform.platform(),
-            "processor": platform.processor(), "cpu_threads": torch.get_num_threads(), "device": str(device)}
-    try:
-        import transformers
-
-        info["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="tiny-qwen2.5-vl")
@@ -148,7 +134,7 @@ def main() -> int:
           f"(target <= 1.1x)")
     dev = torch.device(args.device)
     result = {"benchmark": "sparrow_draft_cost", "target": args.target, "sparrow": args.sparrow or "random-init",
-              "k": args.k, "rows": rows, "ratio_last_over_first": ratio, "machine": machine_info(dev),
+              "k": args.k, "rows": rows, "ratio_last_over_first": ratio, "machine": machine_info(str(dev)),
               "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -26,14 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from vidspec.evaluation.runner import git_info, machine_info
 
 SHAPES = {
     # Qwen2.5-VL-7B / LLaVA-OV-7B (Qwen2-7B) text model widths.
@@ -46,27 +46,6 @@ SHAPES = {
                   num_key_value_heads=2),
 }
 ROPE = {"rope_type": "default", "rope_theta": 1e6}
-
-
-def machine_info(device: torch.device) -> dict:
-    import transformers
-
-    # The GPU machine's copy of .git may be older than the tree that runs: a SHA set by the caller wins.
-    sha = os.environ.get("VIDSPEC_GIT_SHA")
-    if not sha:
-        try:
-            sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                 check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            sha = "unknown"
-    info = {"device": str(device), "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "platform": platform.platform(), "host": platform.node(),
-            "cpu_threads": torch.get_num_threads(), "git_sha": sha, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    if device.type == "cuda":
-        p = torch.cuda.get_device_properties(device)
-        info.update(gpu=torch.cuda.get_device_name(device), gpu_memory_gib=round(p.total_memory / 2**30, 1),
-                    cuda=torch.version.cuda)
-    return info
 
 
 def sync(device: torch.device) -> None:
@@ -262,7 +241,7 @@ def run(args) -> dict:
 
 def print_table(res: dict) -> None:
     print(f"\nSparrow draft propose(K={res['args']['k']}), shape {res['args']['shape']}, {res['args']['dtype']}, "
-          f"{res['machine'].get('gpu', res['machine']['device'])}")
+          f"{res['machine']['gpu'] or res['machine']['device']}")
     head = (f"{'family':<11} {'visual':>7} {'draft KV':>9} {'pending':>8} {'eager ms':>9} {'fast ms':>8} "
             f"{'eager/step':>11} {'fast/step':>10} {'speedup':>8} {'same':>5}")
     print(head)
@@ -321,7 +300,8 @@ def run_and_write(args, run, name: str, conventions: str | None = None, show=Non
     with torch.inference_mode():
         res = run(args)
     res["args"] = dict(vars(args))
-    res["machine"] = machine_info(torch.device(args.device))
+    res["machine"] = machine_info(args.device)
+    res["git"] = git_info()
     res["total_s"] = time.perf_counter() - t0
     if conventions:
         res["conventions"] = conventions

@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from relevance_auc import machine_info  # noqa: E402
 from testbed_common import caption_rows  # noqa: E402
+
+from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
 
 
 def gen_args(frames: int = 256, videos: int = 16) -> list[str]:
@@ -177,7 +178,7 @@ def main() -> None:
         "benchmark": "sparrow_long_video",
         "command": "python benchmarks/sparrow_long_video.py " + " ".join(
             f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
-        "machine": machine_info(),
+        "machine": machine_info(), "git": git_info(),
         "data": str(data), "data_command": "vidspec data synthvid --out " + str(data) + " " + " ".join(
             gen_args(args.gen_frames, args.gen_videos)),
         "k": args.k, "greedy": True, "batch": 1, "max_new_tokens": args.max_new_tokens,

@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from relevance_auc import machine_info  # noqa: E402
 from testbed_common import add_testbed_args, caption_rows  # noqa: E402
 
+from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
 from vidspec.evaluation.synthvid.grammar import LABELS  # noqa: E402
 
 
@@ -140,7 +140,7 @@ def main() -> None:
     tau = (len(emitted) / result["rounds"]) if result["rounds"] else None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(), "captions": len(rows),
+    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(str(args.device)), "git": git_info(), "captions": len(rows),
            "k": args.k, "engine": args.engine, "device": args.device, "target": args.target, "sparrow": args.sparrow,
            "data": args.data, "split": args.split, "tau": tau, "seconds": time.perf_counter() - t0,
            "conventions": "strict greedy Sparrow; a rejection is classified by the target's token at the first "

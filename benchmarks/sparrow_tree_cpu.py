@@ -32,8 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from relevance_auc import machine_info  # noqa: E402
 from testbed_common import add_testbed_args, caption_rows  # noqa: E402
+
+from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
 
 #: tree settings "total-depth-top_k" (the Sparrow paper uses 30-4-8 and 48-5-10)
 TREES = "8-4-2,16-5-4,30-4-8,30-6-8,48-5-10,30-8-4,48-8-8,64-10-8"
@@ -116,7 +117,7 @@ def main() -> None:
         }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(), "samples": len(rows),
+    doc = {"command": "python " + " ".join(sys.argv), "machine": machine_info(), "git": git_info(), "samples": len(rows),
            "max_new_tokens": args.max_new_tokens, "split": args.split, "style": args.style,
            "seconds": time.perf_counter() - t_start, "results": results,
            "models": {"target": args.target, "sparrow": args.sparrow, "data": args.data},

@@ -397,10 +397,17 @@ def machine_info(device: str = "cpu") -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "gpu": None,
     }
+    try:
+        info["transformers"] = metadata.version("transformers")
+    except metadata.PackageNotFoundError:
+        pass
     if device.startswith("cuda") and torch.cuda.is_available():
         dev = torch.device(device)
+        props = torch.cuda.get_device_properties(dev)
         info["gpu"] = torch.cuda.get_device_name(dev)
         info["gpu_count"] = torch.cuda.device_count()
+        info["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+        info["sm_count"] = props.multi_processor_count
     return info
 
 
