@@ -108,6 +108,8 @@ LONG_SPARROW_STEPS=${LONG_SPARROW_STEPS:-520}
 LONG_SPARROW_FT_STEPS=${LONG_SPARROW_FT_STEPS:-520}
 LONG_SPARROW_FT_TIME=${LONG_SPARROW_FT_TIME:-00:00:02:20}
 LONG_SPARROW_FT_LR=${LONG_SPARROW_FT_LR:-3e-4}
+[[ "$LONG_SPARROW_FT_STEPS" =~ ^[0-9]+$ ]] \
+  || { echo "LONG_SPARROW_FT_STEPS=$LONG_SPARROW_FT_STEPS is not a step count (0: no fine-tune)" >&2; exit 2; }
 LONG_BATCH=${LONG_BATCH:-16}
 LONG_STAGES=${LONG_STAGES:-target,draft,sparrow,sparrow-ft,eval}
 # LONG_DRAFT (0): 1 fine-tunes the draft VLM (DRAFT) on the same long inputs as the target (stage `draft`,

@@ -161,4 +161,8 @@ def test_headline_script_refuses_an_unknown_eval_part(tmp_path):
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
                           timeout=60, env=env | {"EVAL_PARTS": "long", "LONG_DRAFT": "1", "DRAFT": "none"}, cwd=REPO)
     assert proc.returncode == 2 and "LONG_DRAFT=1" in proc.stderr and "DRAFT=none" in proc.stderr
+    # the long Sparrow fine-tune's steps must be a count (0 turns the fine-tune off)
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "headline_gpu.sh")], capture_output=True, text=True,
+                          timeout=60, env=env | {"EVAL_PARTS": "long", "LONG_SPARROW_FT_STEPS": "520s"}, cwd=REPO)
+    assert proc.returncode == 2 and "LONG_SPARROW_FT_STEPS=520s is not a step count" in proc.stderr
     assert not (tmp_path / "out" / "phases").exists()
