@@ -300,7 +300,7 @@ def run_and_write(args, run, name: str, conventions: str | None = None, show=Non
     with torch.inference_mode():
         res = run(args)
     res["args"] = dict(vars(args))
-    res["machine"] = machine_info(args.device)
+    res["machine"] = machine_info(str(args.device))
     res["git"] = git_info()
     res["total_s"] = time.perf_counter() - t0
     if conventions:
