@@ -310,7 +310,7 @@ if want eval; then
       fi
       TARGET=$OUT/releases/long-target
       if stage eval && [[ ! -f "$SPARROW/manifest.json" ]]; then
-        echo "long pass: no $SPARROW to evaluate with (run the target and sparrow stages first)" >&2; exit 1
+        echo "long pass: no $SPARROW to evaluate with (run the target, sparrow and sparrow-ft stages first; LONG_SPARROW_FT_STEPS=0 reads the clip-distilled draft)" >&2; exit 1
       fi
       if [[ "$LONG_DRAFT" == "1" ]]; then
         if stage eval && [[ ! -f "$OUT/releases/long-draft/manifest.json" ]]; then
