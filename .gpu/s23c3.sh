@@ -11,7 +11,7 @@
 #      2:30): ratios 0.900 and 0.964, tau higher than A's at both lengths (RESULTS 31.1); the 520-step one is the
 #      headline's `sparrow-ft` stage now.
 # Then benchmarks/long_ab.py: AR and A, then B against the same AR decodes, at 64 and 1536 frames, in one process
-# (one read of each video, one FastTarget; ~235 s in session 24), and last, each only if time is left, the step
+# (one read of each video, one FastTarget; 180-235 s in session 24), and last, each only if time is left, the step
 # profile (PROFILE=1, ~60 s), the position-offset check (~20 s) and the GPU test of RESULTS 30.5 (~20 s). The runs resume.
 # A_NAME (long-sparrow) puts another release on A's side, so a fourth call can compare two fine-tunes. The control
 # that session 24 lacked (is it the long inputs, or only 520 more steps?), ~330 s, after a call 3 with the defaults:
