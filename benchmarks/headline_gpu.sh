@@ -100,11 +100,12 @@ LONG_TRAIN_TIME=${LONG_TRAIN_TIME:-00:00:08:00}
 LONG_TRAIN_STEPS=${LONG_TRAIN_STEPS:-650}
 LONG_SPARROW_TIME=${LONG_SPARROW_TIME:-00:00:01:40}
 LONG_SPARROW_STEPS=${LONG_SPARROW_STEPS:-520}
-# LONG_SPARROW_FT_STEPS / LONG_SPARROW_FT_TIME / LONG_SPARROW_FT_LR (520 / 00:00:02:20 / 3e-4; stage `sparrow-ft`): then
-# fine-tune that draft on the target's long inputs (LONG_AUGMENT) at a fine-tune's peak LR (the clip distillation's
-# last), released as $OUT/releases/<LONG_SPARROW_NAME>-ft, which the long pass reads. RESULTS 31.1: on one long target
-# and 30 videos this raised the draft's tau at both lengths and its 26k/1.1k ratio from 0.824 to 0.964.
-# LONG_SPARROW_FT_STEPS=0: no fine-tune; the long pass reads the draft distilled on 8-frame clips (sessions 14-23).
+# LONG_SPARROW_FT_STEPS / LONG_SPARROW_FT_TIME / LONG_SPARROW_FT_LR (520 / 00:00:02:20 / 3e-4; stage `sparrow-ft`):
+# then fine-tune that draft on the target's long inputs (LONG_AUGMENT) at a fine-tune's peak LR (the clip
+# distillation's last; the recipe configs/train/sparrow-long-ft-gpu.yaml), released as
+# $OUT/releases/<LONG_SPARROW_NAME>-ft, which the long pass reads. RESULTS 31.1: on one long target and 30 videos this
+# raised the draft's tau at both lengths and its 26k/1.1k ratio from 0.824 to 0.964. LONG_SPARROW_FT_STEPS=0: no
+# fine-tune; the long pass reads the draft distilled on 8-frame clips (sessions 14-23).
 LONG_SPARROW_FT_STEPS=${LONG_SPARROW_FT_STEPS:-520}
 LONG_SPARROW_FT_TIME=${LONG_SPARROW_FT_TIME:-00:00:02:20}
 LONG_SPARROW_FT_LR=${LONG_SPARROW_FT_LR:-3e-4}
@@ -301,10 +302,9 @@ if want eval; then
         if stage sparrow-ft; then
           [[ -f "$SPARROW/manifest.json" ]] \
             || { echo "long pass: no $SPARROW to fine-tune (LONG_STAGES without sparrow, and none exported yet)" >&2; exit 1; }
-          long_release "$LONG_SPARROW_NAME-ft" sparrow-tiny-cpu "$LONG_SPARROW_FT_TIME" "$LONG_SPARROW_FT_STEPS" \
-            --model.init_args.target "$OUT/releases/long-target" --model.init_args.target_dtype float32 \
-            --data.caption_styles '[alpha]' --data.tables '["."]' --data.batch_size "$LONG_BATCH" "${LONG_AUG_ARGS[@]}" \
-            --model.init_args.init_from "$SPARROW" --model.init_args.optim.lr "$LONG_SPARROW_FT_LR"
+          long_release "$LONG_SPARROW_NAME-ft" sparrow-long-ft-gpu "$LONG_SPARROW_FT_TIME" "$LONG_SPARROW_FT_STEPS" \
+            --model.init_args.target "$OUT/releases/long-target" --model.init_args.init_from "$SPARROW" \
+            --model.init_args.optim.lr "$LONG_SPARROW_FT_LR" --data.batch_size "$LONG_BATCH" "${LONG_AUG_ARGS[@]}"
         fi
         SPARROW=$OUT/releases/$LONG_SPARROW_NAME-ft
       fi
