@@ -142,6 +142,20 @@ def adamw_cosine(module, decay: list, no_decay: list) -> dict:
     return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 
+def checkpoint_metadata(module: L.LightningModule) -> dict[str, Any]:
+    """What a vidspec module adds to its checkpoints (``checkpoint["vidspec"]``), which ``vidspec export`` reads:
+    the module's class, the run's configuration (``vidspec_run_config``) and the trainer's scalar metrics with the
+    global step (none outside a trainer)."""
+    cls = type(module)
+    metrics = {}
+    if module._trainer is not None:
+        metrics = {k: float(v) for k, v in module.trainer.callback_metrics.items()
+                   if isinstance(v, (int, float, torch.Tensor)) and torch.as_tensor(v).numel() == 1}
+        metrics["global_step"] = int(module.trainer.global_step)
+    return {"module": f"{cls.__module__}.{cls.__qualname__}", "run_config": module.vidspec_run_config,
+            "metrics": metrics}
+
+
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
     """Multiplier of the peak learning rate at optimizer step ``step`` (0-based)."""
     if warmup and step < warmup:
@@ -444,17 +458,7 @@ class VLMSFTModule(L.LightningModule):
 
     # ---- checkpoints --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        cls = type(self)
-        metrics = {}
-        if self._trainer is not None:
-            metrics = {k: float(v) for k, v in self.trainer.callback_metrics.items()
-                       if isinstance(v, (int, float, torch.Tensor)) and torch.as_tensor(v).numel() == 1}
-            metrics["global_step"] = int(self.trainer.global_step)
-        checkpoint["vidspec"] = {
-            "module": f"{cls.__module__}.{cls.__qualname__}",
-            "run_config": self.vidspec_run_config,
-            "metrics": metrics,
-        }
+        checkpoint["vidspec"] = checkpoint_metadata(self)
 
 
 register_exporter(VLMSFTModule)(export_vlm)

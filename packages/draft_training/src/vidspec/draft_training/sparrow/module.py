@@ -49,6 +49,7 @@ from vidspec.draft_training.sft import (
     OptimConfig,
     adamw_cosine,
     causal_padding_mask,
+    checkpoint_metadata,
     guard_optimizer_step,
     vision_kwargs,
 )
@@ -517,14 +518,7 @@ class SparrowDistillModule(L.LightningModule):
 
     # ---- checkpoints --------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        cls = type(self)
-        metrics = {}
-        if self._trainer is not None:
-            metrics = {k: float(v) for k, v in self.trainer.callback_metrics.items()
-                       if isinstance(v, (int, float, torch.Tensor)) and torch.as_tensor(v).numel() == 1}
-            metrics["global_step"] = int(self.trainer.global_step)
-        checkpoint["vidspec"] = {"module": f"{cls.__module__}.{cls.__qualname__}",
-                                 "run_config": self.vidspec_run_config, "metrics": metrics}
+        checkpoint["vidspec"] = checkpoint_metadata(self)
 
     # ---- release ------------------------------------------------------------------------------
     def release_manifest(self) -> dict[str, Any]:
