@@ -16,7 +16,7 @@
 # A_NAME (long-sparrow) puts another release on A's side, so a fourth call can compare two fine-tunes. The control
 # that session 24 lacked (is it the long inputs, or only 520 more steps?), ~300 s, once long-sparrow-ft exists (this
 # script's defaults, or the headline's `sparrow-ft` stage: `STAGES=sparrow,sparrow-ft,eval ... bash .gpu/s17c2.sh`):
-# A_NAME=long-sparrow-ft B_NAME=long-sparrow-clipft B_AUGMENT= B_TIME=00:00:01:10 LIMIT=<left - 20> bash .gpu/s23c3.sh
+# A_NAME=long-sparrow-ft B_NAME=long-sparrow-clipft B_AUGMENT= B_TIME=00:00:01:30 LIMIT=<left - 20> bash .gpu/s23c3.sh
 #   call 3: LIMIT=<seconds left - 20, at most 585> bash .gpu/s23c3.sh
 test -f runs/h17/releases/long-target/manifest.json || { echo "NO TARGET: machine restarted"; exit 3; }
 source .gpu/setup.sh; date
