@@ -132,14 +132,25 @@ def report(docs: dict, paths: dict, frames: list[int]) -> dict:
     return diff
 
 
+def analyse_ab(out: Path, frames: list[int], paths: dict[str, str], plots: bool = False) -> dict:
+    """Both drafts' runs in ``out`` analysed (``long_tau.analyse``; with ``plots``, each draft's τ plot beside its
+    runs), the comparison printed (:func:`report`), and the document ``long_ab.json`` holds: each draft's analysis
+    under its release path, and ``b_minus_a``."""
+    docs = {}
+    for d in ("a", "b"):
+        docs[d] = analyse([run_records(out / d / f"eval-long{f}") for f in frames], "sparrow")
+        if plots:
+            plot(docs[d], out / d / "long_tau.png")
+    diff = report(docs, paths, frames)
+    return {"a": {"sparrow": paths["a"], **docs["a"]}, "b": {"sparrow": paths["b"], **docs["b"]}, "b_minus_a": diff,
+            "frames": frames}
+
+
 def analyse_only(out: Path, frames: list[int]) -> int:
     """The analysis of the runs already in ``out`` (no models loaded), written to ``out/long_ab_analysis.json``."""
-    docs = {d: analyse([run_records(out / d / f"eval-long{f}") for f in frames], "sparrow") for d in ("a", "b")}
     earlier = json.loads((out / "long_ab.json").read_text()) if (out / "long_ab.json").is_file() else {}
     paths = {d: earlier.get(d, {}).get("sparrow", d) for d in ("a", "b")}
-    diff = report(docs, paths, frames)
-    doc = {"a": {"sparrow": paths["a"], **docs["a"]}, "b": {"sparrow": paths["b"], **docs["b"]}, "b_minus_a": diff,
-           "frames": frames, "note": "an analysis of recorded runs (benchmarks/long_ab.py --analyse-only)"}
+    doc = {**analyse_ab(out, frames, paths), "note": "an analysis of recorded runs (benchmarks/long_ab.py --analyse-only)"}
     (out / "long_ab_analysis.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out / 'long_ab_analysis.json'}")
     return 0
@@ -205,15 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         run_eval(cfg_b, models_b, reads=reads)
         del models, models_b, reads  # free this length's target, caches and clips before the next
 
-    docs = {}
-    for d in ("a", "b"):
-        runs = [run_records(args.out / d / f"eval-long{f}") for f in frames]
-        docs[d] = analyse(runs, "sparrow")
-        plot(docs[d], args.out / d / "long_tau.png")
-    diff = report(docs, {"a": args.sparrow_a, "b": args.sparrow_b}, frames)
-    doc = {"a": {"sparrow": args.sparrow_a, **docs["a"]}, "b": {"sparrow": args.sparrow_b, **docs["b"]},
-           "b_minus_a": diff, "target": args.target, "frames": frames,
-           "machine": machine_info(args.device), "git": git_info()}
+    doc = {**analyse_ab(args.out, frames, {"a": args.sparrow_a, "b": args.sparrow_b}, plots=True),
+           "target": args.target, "machine": machine_info(args.device), "git": git_info()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "long_ab.json").write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out / 'long_ab.json'}")
