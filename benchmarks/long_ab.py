@@ -11,7 +11,9 @@ a call cut short resumes where it stopped.
 
 Then ``long_tau.py``'s analysis for each draft (ratio, bootstrap, the same-caption split, the misses the long reading
 adds), a paired bootstrap over the videos of B's ratio minus A's (the same videos drawn for both drafts), and the
-same for B's mean τ minus A's at each length (a ratio also rises when τ falls at the short reading).
+same for B's mean τ minus A's at each length (a ratio also rises when τ falls at the short reading), and the ratio
+difference again on the videos whose AR caption is the same text at both lengths (``same_caption``: there the ratio
+measures the draft alone, RESULTS 32.1).
 
     python benchmarks/long_ab.py --target runs/h17/releases/long-target --sparrow-a runs/h17/releases/long-sparrow \\
         --sparrow-b runs/h17/releases/long-sparrow-aug --data runs/h17/synthvid-long1536 --frames 64,1536 \\
@@ -64,10 +66,21 @@ def seed_baseline(src: Path, dst: Path) -> int:
         log.close()
 
 
-def _paired(a: dict, b: dict) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
-    """The videos both analyses hold, and each draft's per-video τ at each length, in that order."""
+def same_caption_videos(doc: dict) -> set[str]:
+    """The videos whose AR caption is the same text at every length (``long_tau``'s same-caption split): there both
+    drafts are asked for the same tokens at both readings, so a ratio below 1 is the draft's alone."""
+    per = [row["per_video"] for row in doc["lengths"].values()]
+    return {v for v in per[0] if per[0][v].get("ar_text") is not None
+            and all(p.get(v, {}).get("ar_text") == per[0][v]["ar_text"] for p in per[1:])}
+
+
+def _paired(a: dict, b: dict, only: set[str] | None = None) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
+    """The videos both analyses hold (of ``only``, if given), and each draft's per-video τ at each length, in that
+    order."""
     lengths = list(a["lengths"])
     videos = sorted(set(a["lengths"][lengths[0]]["per_video"]) & set(b["lengths"][lengths[0]]["per_video"]))
+    if only is not None:
+        videos = [v for v in videos if v in only]
     tau = {d: {n: [doc["lengths"][n]["per_video"][v]["tau"] for v in videos] for n in lengths}
            for d, doc in (("a", a), ("b", b))}
     return videos, tau
@@ -83,10 +96,11 @@ def _bootstrap(stat, n: int, draws: int, seed: int) -> dict:
             "share_b_higher": sum(v > 0 for v in values) / draws, "draws": draws, "seed": seed}
 
 
-def ratio_difference(a: dict, b: dict, draws: int = 10_000, seed: int = 0) -> dict:
-    """Paired bootstrap over the videos of ``ratio_b - ratio_a`` (each ratio: mean τ at the longest reading over mean
-    τ at the shortest): the 95% interval and the share of draws where B's ratio is the higher."""
-    videos, tau = _paired(a, b)
+def ratio_difference(a: dict, b: dict, draws: int = 10_000, seed: int = 0, only: set[str] | None = None) -> dict:
+    """Paired bootstrap over the videos (those in ``only``, if given) of ``ratio_b - ratio_a`` (each ratio: mean τ at
+    the longest reading over mean τ at the shortest): the 95% interval and the share of draws where B's ratio is the
+    higher."""
+    videos, tau = _paired(a, b, only)
     first, last = list(a["lengths"])[0], list(a["lengths"])[-1]
 
     def ratio(d: str, idx: list[int]) -> float:
@@ -110,6 +124,9 @@ def report(docs: dict, paths: dict, frames: list[int]) -> dict:
     """Print both drafts' bar, the ratio difference and the τ differences; return ``b_minus_a``."""
     diff = ratio_difference(docs["a"], docs["b"])
     diff["tau"] = tau_differences(docs["a"], docs["b"])
+    same = same_caption_videos(docs["a"]) & same_caption_videos(docs["b"])
+    if same:  # the cleaner test of the draft: the target asked the same tokens of both drafts at both lengths
+        diff["same_caption"] = ratio_difference(docs["a"], docs["b"], only=same)
     print(f"| draft | tau at {frames[0]} | tau at {frames[-1]} | ratio (bar {BAR}) | 95% interval | "
           "ratio, same caption at both lengths |")
     print("|---|---|---|---|---|---|")
@@ -122,6 +139,11 @@ def report(docs: dict, paths: dict, frames: list[int]) -> dict:
               f"{'n/a' if same is None else f'{same:.3f}'} |")
     print(f"B - A: {diff['difference']:+.3f} (95% interval {diff['ci95'][0]:+.3f} to {diff['ci95'][1]:+.3f}; "
           f"B higher in {diff['share_b_higher']:.0%} of {diff['draws']} draws over the {diff['videos']} videos)")
+    if "same_caption" in diff:
+        sc = diff["same_caption"]
+        print(f"B - A on the {sc['videos']} videos whose AR caption is the same at both lengths: "
+              f"{sc['difference']:+.3f} (95% interval {sc['ci95'][0]:+.3f} to {sc['ci95'][1]:+.3f}; "
+              f"B higher in {sc['share_b_higher']:.0%} of draws)")
     for n, t in diff["tau"].items():
         print(f"B - A, mean tau at {n} frames: {t['difference']:+.2f} (95% interval {t['ci95'][0]:+.2f} to "
               f"{t['ci95'][1]:+.2f}; B higher in {t['share_b_higher']:.0%} of draws)")
