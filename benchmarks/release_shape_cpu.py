@@ -1,0 +1,132 @@
+"""Which release-size target shapes a CPU can afford: seconds per 64-token caption and bfloat16 size, per shape.
+
+Issue 4's release target must caption in under 2 s on 2 CPU cores and fit, with the other releases, in ~30 MB.
+Its MCQ bar is missed on motion questions at every release shape trained so far (RESULTS 27-28: 6 and 10 layers),
+while the 24-layer GPU-scale target answers them; depth is the part of that size not yet tried at release size.
+Before a GPU run trains a deeper shape, this measures what each candidate would cost where the release runs: each
+shape is the committed target (`data/releases/synthvid-target`: its tokenizer, processor and vision tower) with
+its language model rebuilt at that shape with random weights, and each caption is an AR decode of exactly
+``--new-tokens`` tokens (no token ends it, so every shape decodes the same length) from a SynthVid video, through the same decoder `vidspec generate` uses. Speed does not depend on the weights' values.
+
+    python benchmarks/release_shape_cpu.py --out benchmarks/results/release_shape_cpu.json
+
+A shape is ``LAYERSxHIDDEN/HEADS`` (key/value heads 2, or 1 where HEADS is odd; MLP 4 x hidden). Prints a table and
+writes JSON with the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from vidspec.evaluation.runner import git_info, machine_info
+
+REPO = Path(__file__).resolve().parents[1]
+COMMITTED = REPO / "data" / "releases" / "synthvid-target"
+SHAPES = "6x192/6,10x192/6,16x192/3,24x192/3,16x128/2,24x128/2,24x256/4"
+
+
+def parse_shape(text: str) -> dict:
+    """``"24x128/2"`` -> layers, hidden size, heads and key/value heads; a malformed shape exits 2."""
+    try:
+        dims, heads = text.split("/")
+        layers, hidden = (int(x) for x in dims.split("x"))
+        heads = int(heads)
+    except ValueError:
+        raise SystemExit(f"error: shape {text!r}: expected LAYERSxHIDDEN/HEADS, e.g. 24x128/2") from None
+    kv = 2 if heads % 2 == 0 else 1
+    if min(layers, hidden, heads) < 1 or hidden % heads:
+        raise SystemExit(f"error: shape {text!r}: the hidden size must be a positive multiple of the heads")
+    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv}
+
+
+def build(shape: dict, out: Path, seed: int = 0) -> int:
+    """The committed release folder copied to ``out`` with its language model at ``shape`` (random weights, the
+    vision tower kept); returns the parameter count."""
+    from dataclasses import replace
+
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+    from vidspec.draft_training.arch import ArchConfig, build_hf_config, hf_model_class
+
+    shutil.copytree(COMMITTED, out)
+    arch = ArchConfig(**json.loads((COMMITTED / "manifest.json").read_text())["arch"])
+    arch = replace(arch, num_layers=shape["layers"], hidden_size=shape["hidden"], num_heads=shape["heads"],
+                   num_kv_heads=shape["kv_heads"])
+    torch.manual_seed(seed)
+    model = hf_model_class(arch.family)(build_hf_config(arch, AutoTokenizer.from_pretrained(COMMITTED)))
+    committed = AutoModelForImageTextToText.from_pretrained(COMMITTED)
+    model.model.vision_tower.load_state_dict(committed.model.vision_tower.state_dict())
+    model.save_pretrained(out)
+    return sum(p.numel() for p in model.parameters())
+
+
+def time_captions(target_dir: Path, videos: list[Path], new_tokens: int, repeats: int) -> dict:
+    """Median seconds per caption of exactly ``new_tokens`` tokens (one warm-up caption first)."""
+    from vidspec.decoding import Request, build_decoder, load_target
+
+    target = load_target(str(target_dir))
+    target.eos_token_ids = frozenset()  # every caption runs to new_tokens, whatever the random weights choose
+    ar = build_decoder("ar", target=target)
+    requests = [Request(prompt="Describe the video.", clip=target.read_video(str(v))) for v in videos]
+    ar.generate(requests[0], max_new_tokens=new_tokens)
+    times, lengths = [], []
+    for _ in range(repeats):
+        for r in requests:
+            t0 = time.perf_counter()
+            res = ar.generate(r, max_new_tokens=new_tokens)
+            times.append(time.perf_counter() - t0)
+            lengths.append(len(res.token_ids))
+    return {"seconds_per_caption": statistics.median(times), "captions": len(times),
+            "new_tokens": statistics.median(lengths)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=SHAPES, help=f"comma-separated LAYERSxHIDDEN/HEADS (default {SHAPES})")
+    ap.add_argument("--videos", type=int, default=3, help="SynthVid videos to caption (default 3)")
+    ap.add_argument("--repeats", type=int, default=2, help="captions of each video per shape (default 2)")
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2: the bar's 2 cores)")
+    ap.add_argument("--out", type=Path, help="write the JSON here")
+    args = ap.parse_args(argv)
+    shapes = [parse_shape(s) | {"name": s} for s in args.shapes.split(",")]
+    if not (COMMITTED / "config.json").is_file():
+        raise SystemExit(f"error: {COMMITTED}: the committed release target is missing")
+    torch.set_num_threads(args.threads)
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        data = generate_synthvid(Path(tmp) / "sv", SynthVidConfig(
+            num_videos=args.videos, seed=5, preset="easy", size="64x64", frames=8, split="validation",
+            mcq_per_video=0, open_per_video=0), progress=False)
+        videos = sorted((data / "videos").rglob("*.mp4"))[: args.videos]
+        for shape in shapes:
+            folder = Path(tmp) / shape["name"].replace("/", "h")
+            params = build(shape, folder)
+            row = {**shape, "parameters": params, "bf16_mb": params * 2 / 1e6,
+                   **time_captions(folder, videos, args.new_tokens, args.repeats)}
+            rows.append(row)
+            print(f"| {shape['name']} | {params / 1e6:.2f}M | {row['bf16_mb']:.1f} MB | "
+                  f"{row['seconds_per_caption']:.2f} s | {row['new_tokens']:.0f} |", flush=True)
+    doc = {"bar_seconds": 2.0, "threads": args.threads, "shapes": rows, "machine": machine_info("cpu"),
+           "git": git_info(), "note": "random language-model weights at each shape; the committed tower, tokenizer "
+           "and processor; AR decodes of a fixed length"}
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

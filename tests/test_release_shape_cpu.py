@@ -1,0 +1,35 @@
+"""benchmarks/release_shape_cpu.py: candidate release target shapes, timed on this CPU."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from release_shape_cpu import main, parse_shape  # noqa: E402
+
+
+def test_parse_shape():
+    assert parse_shape("24x128/2") == {"layers": 24, "hidden": 128, "heads": 2, "kv_heads": 2}
+    assert parse_shape("16x192/3")["kv_heads"] == 1  # odd heads: one key/value head
+    for bad in ("24x128", "24x130/4", "0x128/2", "axb/c"):
+        with pytest.raises(SystemExit) as e:
+            parse_shape(bad)
+        assert "LAYERSxHIDDEN/HEADS" in str(e.value) or "multiple" in str(e.value)
+
+
+def test_two_shapes_decode_the_asked_length(tmp_path, capsys):
+    out = tmp_path / "shapes.json"
+    assert main(["--shapes", "2x64/2,3x64/1", "--videos", "1", "--repeats", "1", "--new-tokens", "6",
+                 "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    a, b = doc["shapes"]
+    assert (a["layers"], b["layers"]) == (2, 3) and a["parameters"] < b["parameters"]
+    assert a["new_tokens"] == b["new_tokens"] == 6 and a["seconds_per_caption"] > 0
+    assert a["bf16_mb"] == pytest.approx(a["parameters"] * 2 / 1e6) and doc["machine"]["device"] == "cpu"
+    assert "| 3x64/1 |" in capsys.readouterr().out
