@@ -66,14 +66,6 @@ def seed_baseline(src: Path, dst: Path) -> int:
         log.close()
 
 
-def same_caption_videos(doc: dict) -> set[str]:
-    """The videos whose AR caption is the same text at every length (``long_tau``'s same-caption split): there both
-    drafts are asked for the same tokens at both readings, so a ratio below 1 is the draft's alone."""
-    per = [row["per_video"] for row in doc["lengths"].values()]
-    return {v for v in per[0] if per[0][v].get("ar_text") is not None
-            and all(p.get(v, {}).get("ar_text") == per[0][v]["ar_text"] for p in per[1:])}
-
-
 def _paired(a: dict, b: dict, only: set[str] | None = None) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
     """The videos both analyses hold (of ``only``, if given), and each draft's per-video τ at each length, in that
     order."""
@@ -124,9 +116,11 @@ def report(docs: dict, paths: dict, frames: list[int]) -> dict:
     """Print both drafts' bar, the ratio difference and the τ differences; return ``b_minus_a``."""
     diff = ratio_difference(docs["a"], docs["b"])
     diff["tau"] = tau_differences(docs["a"], docs["b"])
-    same = same_caption_videos(docs["a"]) & same_caption_videos(docs["b"])
-    if same:  # the cleaner test of the draft: the target asked the same tokens of both drafts at both lengths
-        diff["same_caption"] = ratio_difference(docs["a"], docs["b"], only=same)
+    # the videos whose AR caption is the same text at every length (long_tau's split): the target asked the same tokens
+    # of both drafts at both readings, so there a ratio below 1 is the draft's alone
+    same_videos = set(docs["a"]["same_text_videos"]) & set(docs["b"]["same_text_videos"])
+    if same_videos:
+        diff["same_caption"] = ratio_difference(docs["a"], docs["b"], only=same_videos)
     print(f"| draft | tau at {frames[0]} | tau at {frames[-1]} | ratio (bar {BAR}) | 95% interval | "
           "ratio, same caption at both lengths |")
     print("|---|---|---|---|---|---|")

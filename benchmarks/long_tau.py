@@ -157,7 +157,7 @@ def analyse(runs: list[tuple[int, list[dict]]], method: str = "sparrow") -> dict
     same_text = [s for s in common if per[lengths[0]][s]["ar_text"] is not None
                  and len({per[f][s]["ar_text"] for f in lengths}) == 1]
     out: dict = {"method": method, "videos": len(common), "clean_at_every_length": len(clean_both),
-                 "same_text_at_every_length": len(same_text), "lengths": {}}
+                 "same_text_at_every_length": len(same_text), "same_text_videos": same_text, "lengths": {}}
     for f in lengths:
         rows = [per[f][s] for s in common]
         out["lengths"][str(f)] = {

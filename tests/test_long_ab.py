@@ -12,7 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from long_ab import main, ratio_difference, same_caption_videos, tau_differences  # noqa: E402
+from long_ab import main, ratio_difference, tau_differences  # noqa: E402
 
 from vidspec.evaluation.records import read_jsonl  # noqa: E402
 
@@ -87,21 +87,16 @@ def test_ratio_difference_is_paired():
     assert d["ci95"][0] >= 0 < d["ci95"][1]
 
 
-def test_same_caption_difference_keeps_the_videos_the_target_captions_alike():
-    def doc(short: list[float], long_: list[float], texts: list[tuple[str, str]]) -> dict:
-        return {"lengths": {n: {"per_video": {str(i): {"tau": t, "ar_text": texts[i][j]} for i, t in enumerate(taus)}}
-                            for j, (n, taus) in enumerate((("64", short), ("1536", long_)))}}
+def test_same_caption_difference_keeps_only_the_videos_given():
+    def doc(short: list[float], long_: list[float]) -> dict:
+        return {"lengths": {"64": {"per_video": {str(i): {"tau": t} for i, t in enumerate(short)}},
+                            "1536": {"per_video": {str(i): {"tau": t} for i, t in enumerate(long_)}}}}
 
-    texts = [("a red circle", "a red circle"), ("a cube moves", "a cube stays"), ("x", "x")]
-    # over all three videos B's ratio is the higher; on the two same-caption videos (0 and 2) A's is
-    a = doc([8.0, 8.0, 8.0], [8.0, 2.0, 8.0], texts)
-    b = doc([8.0, 8.0, 8.0], [6.0, 8.0, 6.0], texts)
-    assert same_caption_videos(a) == {"0", "2"}
+    # over all three videos B's ratio is the higher; on videos 0 and 2 (say, those captioned alike) A's is
+    a, b = doc([8.0, 8.0, 8.0], [8.0, 2.0, 8.0]), doc([8.0, 8.0, 8.0], [6.0, 8.0, 6.0])
     assert ratio_difference(a, b, draws=200)["difference"] == pytest.approx(20 / 24 - 18 / 24)
-    d = ratio_difference(a, b, draws=200, only=same_caption_videos(a))
+    d = ratio_difference(a, b, draws=200, only={"0", "2"})
     assert d["videos"] == 2 and d["difference"] == pytest.approx(-0.25) and d["share_b_higher"] == 0
-    texts[0] = ("a red circle", None)  # a video with no AR record at a length is not a same-caption video
-    assert same_caption_videos(doc([1.0] * 3, [1.0] * 3, texts)) == {"2"}
 
 
 def test_tau_differences_say_at_which_length_b_lost():
@@ -133,8 +128,10 @@ def test_analyse_only_reads_the_runs_without_models(long_set, tmp_path, capsys):
     again = json.loads((out / "long_ab_analysis.json").read_text())
     assert again["b_minus_a"] == first["b_minus_a"] and again["a"]["sparrow"] == a
     assert set(again["b_minus_a"]["tau"]) == {"4", "16"}
-    same = same_caption_videos(again["a"]) & same_caption_videos(again["b"])
+    same = set(again["a"]["same_text_videos"]) & set(again["b"]["same_text_videos"])
     assert ("same_caption" in again["b_minus_a"]) == bool(same)
+    if same:
+        assert again["b_minus_a"]["same_caption"]["videos"] == len(same)
     assert "B - A, mean tau at 16 frames" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:  # without --analyse-only the models are required
         main(argv)

@@ -48,6 +48,7 @@ def test_same_text_split_separates_a_caption_that_changes_with_the_length():
     doc = analyse([(64, short), (1536, long_)])
     # every caption is spelt right, so the spelling split sees the whole drop; the text split finds it in "b"
     assert doc["clean_at_every_length"] == 3 and doc["same_text_at_every_length"] == 2
+    assert doc["same_text_videos"] == ["a", "c"]
     assert doc["lengths"]["1536"]["tau_same_text_at_every_length"] == (9.0 + 4.5) / 2
     assert doc["bar"]["ratio_same_text_at_every_length"] == 0.75
     assert doc["same_text_passes"] == {"more": 1, "fewer": 0, "equal": 1}  # "c" took 4 passes instead of 2
