@@ -3,9 +3,9 @@
 # target's depth and head width at half its width, with the GPU-scale LR (6e-4) and step count (2400). Every release
 # shape trained so far (6 and 10 layers at hidden 192, 6 at hidden 256, heads of 32 or 64) answers motion questions at
 # 0.44-0.60; the 24-layer GPU-scale target answers them (RESULTS 25.1, 27.3, 28.1). Of its recipe, depth and its LR are
-# the parts left untried at release size. 8.77M parameters, 17.5 MB in bfloat16 (over the tracked-tree budget of
-# tests/test_repo_budget.py by ~1 MB if it replaced the committed target as it is: gzip old results first), a
-# 64-token caption in 0.73 s on 2 CPU cores (`python benchmarks/release_shape_cpu.py`, RESULTS 32.5).
+# the parts left untried at release size. 8.77M parameters, 17.5 MB in bfloat16 (in place of the committed target the
+# tracked tree would be 38.2 MB, under the 38.4 MB of tests/test_repo_budget.py), a 64-token caption in 0.73 s on 2 CPU
+# cores (`python benchmarks/release_shape_cpu.py`, RESULTS 32.5).
 #   call 1: bash .gpu/s26c1.sh   SynthVid, the h256 tower (6000 steps, ~65 s), SFT steps 0 -> 1300, "paused" (rc 3)
 #   call 2: bash .gpu/s26c1.sh   SFT steps 1300 -> 2400, export in bfloat16, Sparrow, figures (40 captions, 400 MCQ)
 # Validated every 200 steps on 256 rows: val/mcq_acc/motion in runs/synthvid-target/metrics.jsonl (r15runs.tgz) says
