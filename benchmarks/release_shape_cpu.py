@@ -35,17 +35,20 @@ SHAPES = "6x192/6,10x192/6,16x192/3,24x192/3,16x128/2,24x128/2,24x256/4"
 
 
 def parse_shape(text: str) -> dict:
-    """``"24x128/2"`` -> layers, hidden size, heads and key/value heads; a malformed shape exits 2."""
+    """``"24x128/2"`` -> layers, hidden size, heads and key/value heads.
+
+    Raises:
+        ValueError: a malformed shape, named in the message.
+    """
     try:
         dims, heads = text.split("/")
         layers, hidden = (int(x) for x in dims.split("x"))
         heads = int(heads)
     except ValueError:
-        raise SystemExit(f"error: shape {text!r}: expected LAYERSxHIDDEN/HEADS, e.g. 24x128/2") from None
-    kv = 2 if heads % 2 == 0 else 1
+        raise ValueError(f"shape {text!r}: expected LAYERSxHIDDEN/HEADS, e.g. 24x128/2") from None
     if min(layers, hidden, heads) < 1 or hidden % heads:
-        raise SystemExit(f"error: shape {text!r}: the hidden size must be a positive multiple of the heads")
-    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": kv}
+        raise ValueError(f"shape {text!r}: the hidden size must be a positive multiple of the heads")
+    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": 2 if heads % 2 == 0 else 1}
 
 
 def build(shape: dict, out: Path, seed: int = 0) -> int:
@@ -98,9 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2: the bar's 2 cores)")
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args(argv)
-    shapes = [parse_shape(s) | {"name": s} for s in args.shapes.split(",")]
+    try:
+        shapes = [parse_shape(s) | {"name": s} for s in args.shapes.split(",")]
+    except ValueError as e:
+        ap.error(str(e))
     if not (COMMITTED / "config.json").is_file():
-        raise SystemExit(f"error: {COMMITTED}: the committed release target is missing")
+        ap.error(f"{COMMITTED}: the committed release target is missing")
     torch.set_num_threads(args.threads)
     from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
 
