@@ -38,7 +38,8 @@ def pooled_ratio(runs: list[list[tuple[float, float]]], draws: int = 10_000, see
     rng = random.Random(seed)
     values = sorted(ratio([rows[rng.randrange(len(rows))] for rows in runs for _ in rows]) for _ in range(draws))
     every = [row for rows in runs for row in rows]
-    return {"ratio": ratio(every), "met": ratio(every) >= BAR, "videos": len(every),
+    pooled = ratio(every)
+    return {"ratio": pooled, "met": pooled >= BAR, "videos": len(every),
             "per_retraining": [{"videos": len(rows), "ratio": ratio(rows)} for rows in runs],
             "bootstrap": {"draws": draws, "seed": seed, "stratified": True,
                           "ci95": [values[int(0.025 * draws)], values[int(0.975 * draws) - 1]],

@@ -51,23 +51,31 @@ def parse_shape(text: str) -> dict:
     return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": 2 if heads % 2 == 0 else 1}
 
 
-def build(shape: dict, out: Path, seed: int = 0) -> int:
-    """The committed release folder copied to ``out`` with its language model at ``shape`` (random weights, the
-    vision tower kept); returns the parameter count."""
-    from dataclasses import replace
-
+def committed_parts() -> dict:
+    """What every shape keeps of the committed target, read once: its architecture, tokenizer and tower weights."""
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
-    from vidspec.draft_training.arch import ArchConfig, build_hf_config, hf_model_class
+    from vidspec.draft_training.arch import ArchConfig
+
+    model = AutoModelForImageTextToText.from_pretrained(COMMITTED)
+    return {"arch": ArchConfig(**json.loads((COMMITTED / "manifest.json").read_text())["arch"]),
+            "tokenizer": AutoTokenizer.from_pretrained(COMMITTED),
+            "tower": model.model.vision_tower.state_dict()}
+
+
+def build(shape: dict, committed: dict, out: Path, seed: int = 0) -> int:
+    """The committed release folder copied to ``out`` with its language model at ``shape`` (random weights, the
+    vision tower kept; ``committed``: :func:`committed_parts`); returns the parameter count."""
+    from dataclasses import replace
+
+    from vidspec.draft_training.arch import build_hf_config, hf_model_class
 
     shutil.copytree(COMMITTED, out)
-    arch = ArchConfig(**json.loads((COMMITTED / "manifest.json").read_text())["arch"])
-    arch = replace(arch, num_layers=shape["layers"], hidden_size=shape["hidden"], num_heads=shape["heads"],
-                   num_kv_heads=shape["kv_heads"])
+    arch = replace(committed["arch"], num_layers=shape["layers"], hidden_size=shape["hidden"],
+                   num_heads=shape["heads"], num_kv_heads=shape["kv_heads"])
     torch.manual_seed(seed)
-    model = hf_model_class(arch.family)(build_hf_config(arch, AutoTokenizer.from_pretrained(COMMITTED)))
-    committed = AutoModelForImageTextToText.from_pretrained(COMMITTED)
-    model.model.vision_tower.load_state_dict(committed.model.vision_tower.state_dict())
+    model = hf_model_class(arch.family)(build_hf_config(arch, committed["tokenizer"]))
+    model.model.vision_tower.load_state_dict(committed["tower"])
     model.save_pretrained(out)
     return sum(p.numel() for p in model.parameters())
 
@@ -110,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
 
+    committed = committed_parts()
     rows = []
+    print("| shape | parameters | bfloat16 | seconds per caption | new tokens |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         data = generate_synthvid(Path(tmp) / "sv", SynthVidConfig(
             num_videos=args.videos, seed=5, preset="easy", size="64x64", frames=8, split="validation",
@@ -118,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         videos = sorted((data / "videos").rglob("*.mp4"))[: args.videos]
         for shape in shapes:
             folder = Path(tmp) / shape["name"].replace("/", "h")
-            params = build(shape, folder)
+            params = build(shape, committed, folder)
             row = {**shape, "parameters": params, "bf16_mb": params * 2 / 1e6,
                    **time_captions(folder, videos, args.new_tokens, args.repeats)}
             rows.append(row)
