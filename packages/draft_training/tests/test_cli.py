@@ -192,6 +192,7 @@ def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_data
     assert manifest["training_config"]["model"]["class_path"].endswith("VLMSFTModule")
     assert manifest["data_world_version"] is None  # not a SynthVid set: no world version to record
     assert json.loads((out / "vidspec.json").read_text())["max_frames"] == 4
+    assert "initialised from" not in (out / "README.md").read_text()  # trained from config, not continued
 
     module, _ = load_module(ckpt)
     video = str(tiny_dataset / "videos" / "v1.mp4")
@@ -324,3 +325,16 @@ def test_release_manifests_record_the_synthvid_world_version(tmp_path):
     (tmp_path / "synthvid.json").write_text(json.dumps({"format": "synthvid"}))  # made before versions were recorded
     assert _world_version(str(tmp_path)) is None
     assert _world_version(str(tmp_path / "elsewhere")) is None and _world_version(None) is None
+
+
+def test_a_continued_models_card_names_the_model_it_continued():
+    """A release fine-tuned from another (``init_from``) says so on its card: its step count alone would read as the
+    whole training."""
+    from vidspec.draft_training.export import _card
+
+    manifest = {"name": "synthvid-target", "module": "m", "metrics": {"global_step": 400}, "git_sha": "abc",
+                "data_path": "DATA", "fingerprint": "f", "init_from": "runs/gpu/releases/synthvid-target"}
+    card = _card(manifest, None)
+    assert "- steps: 400 (continuing the model below)" in card
+    assert "- initialised from: `runs/gpu/releases/synthvid-target`" in card
+    assert "initialised from" not in _card({**manifest, "init_from": None}, None)

@@ -236,7 +236,10 @@ def _card(manifest: dict, extra: str | None) -> str:
         "## Training",
         "",
         f"- module: `{manifest['module']}`",
-        f"- steps: {manifest['metrics'].get('global_step', 'unknown')}",
+        f"- steps: {manifest['metrics'].get('global_step', 'unknown')}"
+        + (" (continuing the model below)" if manifest.get("init_from") else ""),
+        *([f"- initialised from: `{manifest['init_from']}` (its own card and manifest say how it was trained)"]
+          if manifest.get("init_from") else []),
         f"- git: `{manifest['git_sha']}`",
         f"- data: `{manifest.get('data_path')}`" + (f" (caption styles {manifest['caption_styles']})"
                                                    if manifest.get("caption_styles") else ""),
