@@ -338,3 +338,15 @@ def test_a_continued_models_card_names_the_model_it_continued():
     assert "- steps: 400 (continuing the model below)" in card
     assert "- initialised from: `runs/gpu/releases/synthvid-target`" in card
     assert "initialised from" not in _card({**manifest, "init_from": None}, None)
+
+
+def test_a_continued_model_keeps_the_architecture_its_start_recorded(tmp_path):
+    """A model continued from a release (``init_from``, no ``arch`` of its own) records the start's architecture, which
+    tools that rebuild a release's shape read (benchmarks/release_shape_cpu.py)."""
+    from vidspec.draft_training.export import _init_arch
+
+    start = tmp_path / "start"
+    start.mkdir()
+    (start / "manifest.json").write_text(json.dumps({"arch": {"num_layers": 24, "hidden_size": 128}}))
+    assert _init_arch(str(start)) == {"num_layers": 24, "hidden_size": 128}
+    assert _init_arch(str(tmp_path / "no-such-folder")) is None and _init_arch(None) is None

@@ -113,7 +113,7 @@ def export_vlm(module, out: Path, ctx: ExportContext) -> dict:
         {"adapter_options": dict(module.adapter_options), "max_frames": int(module.max_frames)}, indent=2) + "\n")
     text = model.config.get_text_config()
     n = sum(p.numel() for p in model.parameters())
-    arch = module.hparams.get("arch")
+    arch = module.hparams.get("arch") or _init_arch(module.hparams.get("init_from"))
     return {
         "kind": "video-llm",
         "family": module.family,
@@ -215,6 +215,17 @@ def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
     module.eval()
     module.vidspec_run_config = info.get("run_config")
     return module, ckpt
+
+
+def _init_arch(init_from: str | None) -> dict | None:
+    """The architecture a continued model (``init_from``, built from that folder rather than from ``arch``) has:
+    the one its starting release's manifest records, or None where there is none to read."""
+    if not init_from:
+        return None
+    try:
+        return json.loads((Path(init_from) / "manifest.json").read_text()).get("arch")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _card(manifest: dict, extra: str | None) -> str:
