@@ -217,15 +217,19 @@ def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
     return module, ckpt
 
 
+def _json_field(folder: str | None, name: str, key: str):
+    """``key`` of the JSON file ``folder/name``, or None: no folder, no such file here, not a JSON object."""
+    f = Path(folder) / name if folder else None
+    try:
+        return json.loads(f.read_text()).get(key) if f is not None and f.is_file() else None
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return None
+
+
 def _init_arch(init_from: str | None) -> dict | None:
     """The architecture a continued model (``init_from``, built from that folder rather than from ``arch``) has:
     the one its starting release's manifest records, or None where there is none to read."""
-    if not init_from:
-        return None
-    try:
-        return json.loads((Path(init_from) / "manifest.json").read_text()).get("arch")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return _json_field(init_from, "manifest.json", "arch")
 
 
 def _card(manifest: dict, extra: str | None) -> str:
@@ -273,11 +277,7 @@ def _card(manifest: dict, extra: str | None) -> str:
 def _world_version(data_path: str | None) -> int | None:
     """The SynthVid world version of the training data (its manifest's ``world_version``), or None: another
     dataset, a set made before versions were recorded (world version 1), or a path not on this machine."""
-    f = Path(data_path) / "synthvid.json" if data_path else None
-    try:
-        v = json.loads(f.read_text()).get("world_version") if f is not None and f.is_file() else None
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return None
+    v = _json_field(data_path, "synthvid.json", "world_version")
     return int(v) if isinstance(v, int) else None
 
 
