@@ -38,19 +38,33 @@ def test_gpu_testbed_script_smoke(tmp_path):
 
 def test_release_script_smoke(tmp_path):
     """benchmarks/train_releases_gpu.sh (the script that trained the releases and the 24-layer GPU
-    profile) at toy size: data, vision pretraining, target from the pretrained tower, draft VLM in
-    the background, Sparrow, export, figures (about a minute on 2 cores)."""
+    profile) at toy size: data, vision pretraining, target from the pretrained tower, its MCQ-weighted
+    second stage (FINETUNE_STEPS), draft VLM in the background, Sparrow from the fine-tuned target,
+    export, figures (about a minute on 2 cores)."""
     bin_dir = Path(sys.executable).parent
     out = tmp_path / "out"
-    env = {**os.environ, "SMOKE": "1", "OUT": str(out), "PY": sys.executable,
+    env = {**os.environ, "SMOKE": "1", "OUT": str(out), "PY": sys.executable, "FINETUNE_STEPS": "2",
            "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert (out / "vision" / "tower.safetensors").is_file()
-    manifest = json.loads((out / "releases" / "synthvid-target" / "manifest.json").read_text())
-    init = manifest["training_config"]["model"]["init_args"]
+    # The first stage lands in stages/, trained from the pretrained tower, and is not a release.
+    sft = json.loads((out / "stages" / "synthvid-target-sft" / "manifest.json").read_text())
+    init = sft["training_config"]["model"]["init_args"]
     assert init["vision_init"] == str(out / "vision") and init["freeze_vision"] is True
+    assert sorted(p.name for p in (out / "releases").iterdir()) == ["sparrow-synthvid", "synthvid-draft",
+                                                                     "synthvid-target"]
+    # The release is the second stage: started from the first, MCQ-weighted, at the fine-tune's LR, two steps.
+    manifest = json.loads((out / "releases" / "synthvid-target" / "manifest.json").read_text())
+    ft = manifest["training_config"]
+    assert ft["model"]["init_args"]["init_from"] == str(out / "stages" / "synthvid-target-sft")
+    assert ft["data"]["tables"] == ["mcq", "mcq", "."] and ft["data"]["batch_size"] == 4
+    assert ft["model"]["init_args"]["optim"]["lr"] == 2.0e-4 and ft["trainer"]["max_steps"] == 2
+    assert manifest["arch"] == sft["arch"] and manifest["fingerprint"] != sft["fingerprint"]
+    sparrow = json.loads((out / "releases" / "sparrow-synthvid" / "manifest.json").read_text())
+    # Distilled from the fine-tune (the figures below load it with that target, which refuses another's draft).
+    assert sparrow["target_id"] == str(out / "releases" / "synthvid-target")
     fig = json.loads((out / "figures.json").read_text())
     assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True
     assert fig["mcq"]["questions"] == 2
@@ -97,17 +111,21 @@ def test_release_script_target_over_two_calls(tmp_path):
 
 def test_release_script_qwen_family(tmp_path):
     """FAMILY=qwen2.5-vl: target and draft VLM are Qwen2.5-VL models (issue 4: releases of both families), the
-    target starts from a pretrained Qwen tower (with its merger into the target's width) kept frozen, Sparrow
-    distils from the Qwen target, and the figures are computed; an unknown family is refused with exit 2."""
+    target starts from a pretrained Qwen tower (with its merger into the target's width, here set by TARGET_EXTRA)
+    kept frozen, Sparrow distils from the Qwen target, and the figures are computed; an unknown family is refused
+    with exit 2."""
     bin_dir = Path(sys.executable).parent
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "FAMILY": "qwen2.5-vl", "OUT": str(out), "PY": sys.executable,
-           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "MCQ_LIMIT": "3", "VAL_EVERY": "2"}
+           "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "MCQ_LIMIT": "3", "VAL_EVERY": "2",
+           "TARGET_EXTRA": "--model.init_args.arch.hidden_size 32 --model.init_args.arch.num_heads 2"}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     tower = json.loads((out / "vision" / "tower.json").read_text())["arch"]
-    assert tower["family"] == "qwen2.5-vl" and tower["hidden_size"] == 64  # SMOKE's target width
+    assert tower["family"] == "qwen2.5-vl" and tower["hidden_size"] == 32  # TARGET_EXTRA's width, not SMOKE's 64
+    assert json.loads((out / "releases" / "synthvid-target" / "config.json").read_text())["text_config"][
+        "hidden_size"] == 32
     for name in ("synthvid-target", "synthvid-draft"):
         config = json.loads((out / "releases" / name / "config.json").read_text())
         assert config["architectures"] == ["Qwen2_5_VLForConditionalGeneration"], name
