@@ -3,7 +3,7 @@
 # and reaches no registry. They travel as two xz tarballs of unpacked py3.12 wheels (transformers trimmed to the model
 # families vidspec uses) in the ignored folder .whl-x
 # (carry it): p.txz = transformers 5.24.0, datasets 5.2.0, dill, multiprocess, jsonargparse 4.53.0,
-# docstring_parser, typeshed_client (2.6 MB); av.txz = PyAV 18.1.0 (25 MB). decord (10 MB) does not fit beside
+# docstring_parser, typeshed_client (2.6 MB); av.txz = PyAV 18.1.0 (19.9 MB, its libraries stripped). decord (10 MB) does not fit beside
 # the tree; video.py falls back to PyAV. Rebuild them with `bash .gpu/wheels.sh`.
 # Then the three vidspec distributions are installed (not editable) into the same folder, so the `vidspec`
 # command and its entry-point subcommands exist. The commit comes from the carried .gitsha (the machine's

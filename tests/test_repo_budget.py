@@ -1,9 +1,9 @@
 """The repository's size limits, checked before they break something far away.
 
 - Issue 4 caps the committed releases (data/releases/) at about 30 MB.
-- A device call carries the tracked tree and the wheels (`.gpu/README.md`: `.whl-x`, 27.7 MB) in at most 64 MiB.
-  A tree past ~39 MB stops every GPU call (docs/RESULTS.md 26.7), which a session only learns when its first
-  call is refused.
+- A device call carries the tracked tree and the wheels (`.gpu/README.md`: `.whl-x`, 22.5 MB since session 28
+  strips PyAV's libraries; 27.7 MB before) in at most 64 MiB. A tree past ~43 MB stops every GPU call
+  (docs/RESULTS.md 26.7), which a session only learns when its first call is refused.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RELEASES_MB = 30.0
 CARRY_MB = 64 * 2**20 / 1e6  # 67.1
-WHEELS_MB = 27.7  # .whl-x as built by .gpu/wheels.sh (session 18)
+WHEELS_MB = 22.5  # .whl-x as built by .gpu/wheels.sh (session 28: 19.9 MB av.txz, stripped, + 2.6 MB p.txz)
 TREE_MB = CARRY_MB - WHEELS_MB - 1.0  # 1 MB of room for .gitsha and rounding
 
 
