@@ -212,6 +212,32 @@ def test_export_round_trip_is_token_identical(tmp_path, uninterrupted, tiny_data
     assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(out / "README.md" / "x")]) == 2
 
 
+def test_export_takes_the_validation_run_after_the_last_checkpoint(tmp_path, tiny_dataset):
+    # Validation every 2 steps of 4: last.ckpt is written after step 4's batch and before step 4's validation, so
+    # the checkpoint holds step 2's val/loss. The release's metrics are the run's at step 4, from metrics.jsonl.
+    import torch
+
+    run = tmp_path / "run"
+    recipe = str(tiny_recipe(run, tiny_dataset, max_steps=4, every=4))
+    assert vidspec(["train", "fit", "--config", recipe, "--trainer.limit_val_batches", "1",
+                    "--trainer.val_check_interval", "2"]) == 0
+    val = {r["step"]: r["val/loss"] for r in read_metrics(run / "metrics.jsonl") if "val/loss" in r}
+    assert sorted(val) == [2, 4] and val[2] != val[4]
+    ckpt = run / "checkpoints" / "last.ckpt"
+    info = torch.load(ckpt, map_location="cpu", weights_only=False)["vidspec"]
+    assert info["metrics"]["val/loss"] == pytest.approx(val[2])  # what the checkpoint alone would report
+    assert info["metrics_file"] == str((run / "metrics.jsonl").absolute())
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "release")]) == 0
+    manifest = json.loads((tmp_path / "release" / "manifest.json").read_text())
+    assert manifest["metrics"]["val/loss"] == pytest.approx(val[4]) and manifest["metrics"]["global_step"] == 4
+    assert f"val/loss: {val[4]:.4g}" in (tmp_path / "release" / "README.md").read_text()
+    # Without the file (a moved run, or a checkpoint from before it was recorded) the checkpoint's figures stand.
+    (run / "metrics.jsonl").rename(run / "moved.jsonl")
+    assert vidspec(["export", "--ckpt", str(ckpt), "--out", str(tmp_path / "release2")]) == 0
+    manifest = json.loads((tmp_path / "release2" / "manifest.json").read_text())
+    assert manifest["metrics"]["val/loss"] == pytest.approx(val[2])
+
+
 def test_export_in_bfloat16_is_half_the_size_and_decodes_as_its_rounded_weights(tmp_path, uninterrupted, tiny_dataset,
                                                                                   capsys):
     import torch

@@ -58,6 +58,11 @@ class StepMetrics(L.Callback):
         # trainer.log_dir is a collective under DDP: resolve it on every rank, once.
         self._path = Path(trainer.log_dir or trainer.default_root_dir) / self.filename
 
+    @property
+    def path(self) -> Path | None:
+        """The file this callback appends to (None before ``setup``)."""
+        return self._path
+
     @rank_zero_only
     def _write(self, trainer: L.Trainer, record: dict) -> None:
         p = self._path or Path(trainer.default_root_dir) / self.filename

@@ -146,6 +146,32 @@ def git_sha(path: str | Path | None = None) -> str | None:
     return sha + ("+dirty" if dirty else "")
 
 
+def final_metrics(info: dict) -> dict[str, float]:
+    """The run's metrics at its checkpoint: the trainer's metrics when the checkpoint was written, updated with what
+    the run's ``metrics.jsonl`` recorded at the same step.
+
+    The last checkpoint is written after the run's last training batch and before the validation that runs at that
+    step, so on its own it holds the previous validation's figures (session 27: a card listed
+    ``val/mcq_acc/motion`` 0.52 from step 2200 where step 2400's validation logged 0.72). A missing metrics file
+    (a checkpoint from before session 28, or a moved run) leaves the checkpoint's metrics as they are.
+    """
+    from vidspec.draft_training.callbacks import read_metrics
+
+    metrics = dict(info.get("metrics") or {})
+    step = metrics.get("global_step")
+    if step is None or not info.get("metrics_file"):
+        return metrics
+    try:
+        records = read_metrics(info["metrics_file"])
+    except (OSError, ValueError):  # unreadable or cut short: the checkpoint's own metrics stand
+        return metrics
+    for record in records:  # a resumed run appends: the last record of the step wins
+        if record.get("step") == step:
+            metrics.update({k: float(v) for k, v in record.items()
+                            if k not in ("step", "epoch", "time") and isinstance(v, (int, float))})
+    return metrics
+
+
 def fingerprint(folder: Path) -> str:
     """sha256 over the weight files (``*.safetensors``, sorted by name): names and bytes."""
     h = hashlib.sha256()
@@ -306,7 +332,7 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
         raise ConfigError(f"--out {out} exists and is not empty (pass --overwrite to replace it)")
     module, ckpt = load_module(ckpt_path)
     info = ckpt["vidspec"]
-    ctx = ExportContext(str(ckpt_path), info.get("run_config"), dict(info.get("metrics") or {}), dtype=dtype)
+    ctx = ExportContext(str(ckpt_path), info.get("run_config"), final_metrics(info), dtype=dtype)
     fn = exporter_for(module)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:

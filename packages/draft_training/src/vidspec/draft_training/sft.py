@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from vidspec.decoding.errors import ConfigError
 from vidspec.draft_training.arch import ArchConfig, build_hf_config, family_of, hf_model_class
+from vidspec.draft_training.callbacks import StepMetrics
 from vidspec.draft_training.data import InputSpec
 from vidspec.draft_training.export import export_vlm, register_exporter
 
@@ -144,16 +145,21 @@ def adamw_cosine(module, decay: list, no_decay: list) -> dict:
 
 def checkpoint_metadata(module: L.LightningModule) -> dict[str, Any]:
     """What a vidspec module adds to its checkpoints (``checkpoint["vidspec"]``), which ``vidspec export`` reads:
-    the module's class, the run's configuration (``vidspec_run_config``) and the trainer's scalar metrics with the
-    global step (none outside a trainer)."""
+    the module's class, the run's configuration (``vidspec_run_config``), the trainer's scalar metrics with the
+    global step (none outside a trainer) and the run's ``metrics.jsonl`` (absolute; None without
+    :class:`~vidspec.draft_training.callbacks.StepMetrics`), where export finds a validation that ran after this
+    checkpoint was written at the same step."""
     cls = type(module)
     metrics = {}
+    metrics_file = None
     if module._trainer is not None:
         metrics = {k: float(v) for k, v in module.trainer.callback_metrics.items()
                    if isinstance(v, (int, float, torch.Tensor)) and torch.as_tensor(v).numel() == 1}
         metrics["global_step"] = int(module.trainer.global_step)
+        paths = [cb.path for cb in module.trainer.callbacks if isinstance(cb, StepMetrics) and cb.path]
+        metrics_file = str(paths[0].absolute()) if paths else None
     return {"module": f"{cls.__module__}.{cls.__qualname__}", "run_config": module.vidspec_run_config,
-            "metrics": metrics}
+            "metrics": metrics, "metrics_file": metrics_file}
 
 
 def lr_factor(step: int, warmup: int, total: int, min_ratio: float) -> float:
