@@ -18,5 +18,5 @@ OUT=$R PROFILE=release FAMILY=$F DATA=$PWD/runs/h15/synthvid DRAFT=$D WORKERS=12
 echo "train rc $?" >> $X/train.log
 date; grep -v -i warn $X/train.log | grep -E "^==|rc |precision|accuracy|tau|^   [0-9]+ s" | tail -20
 cp $R/figures.json $OUT/ 2>/dev/null
-cd $R && tar czf - releases | split -b 15m - $OUT/r15-releases.tgz.part-
+cd $R && tar czf - releases $(ls -d stages 2>/dev/null) | split -b 15m - $OUT/r15-releases.tgz.part-  # stages/: FINETUNE_STEPS's first stage
 tar czf $OUT/r15runs.tgz --exclude='*.ckpt' --exclude='*.safetensors' --exclude='events.out*' runs vision/*.json 2>/dev/null; ls -la $OUT
