@@ -6,9 +6,9 @@
 # did; the 24-layer LLaVA-OV target held the motion at the letter (probe 0.86, RESULTS 33.2) and the fine-tune
 # bound it (0.93). The shape is set by the size budget, not by a measurement: 16 language layers at hidden 96 (2
 # heads of 48, 2 KV heads; MLP 384): 3.57M parameters, 7.1 MB in bfloat16 (24 x 96 would be 9.5 MB, 12 x 128
-# 8.9 MB). With the Qwen draft VLM (0.38M, bfloat16) and its Sparrow draft, data/releases would hold ~29.2 MB of
-# issue 4's ~30; committing the pair also needs ~2.5 MB of the tracked tree freed for the device carry
-# (tests/test_repo_budget.py: 43.6 MB with the stripped wheels).
+# 8.9 MB). With the Qwen draft VLM (1.0 MB in bfloat16) and its Sparrow draft (0.7 MB), data/releases would hold ~29.4 MB of
+# issue 4's ~30, and the tracked tree ~43.3 MB of the 43.6 MB a device call can carry beside the stripped wheels
+# (tests/test_repo_budget.py; 34.4 MB now).
 #   call 1: bash .gpu/s28c1.sh   SynthVid, the Qwen tower (3000 steps, ~56 s in session 20) with its merger into
 #                                width 96, the draft VLM in the background, SFT steps 0 -> 1600, "paused" (rc 3)
 #   call 2: bash .gpu/s28c1.sh   SFT steps 1600 -> 2400, export of that stage (stages/synthvid-target-sft), the MCQ
