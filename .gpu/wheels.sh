@@ -15,8 +15,11 @@ KEEP=" auto qwen2 qwen2_vl qwen2_5_vl llava llava_next llava_next_video llava_on
 for m in "$S/p/transformers/models"/*; do [[ "$KEEP" == *" $(basename "$m") "* ]] || rm -rf "$m"; done
 # PyAV's bundled FFmpeg libraries carry their symbol tables; stripped, av.txz is ~20 MB instead of 25 (session 28: the
 # stripped copy wrote and read back SynthVid mp4s here). That room is what a second release family needs in the carry.
-command -v strip > /dev/null || { echo "wheels.sh: needs strip (binutils) to trim PyAV's libraries" >&2; exit 2; }
-find "$S/av" -name "*.so*" -type f -exec strip --strip-unneeded {} +
+# STRIP=0 keeps them as the wheel has them (27.7 MB of wheels: the tree must then stay under ~38.4 MB).
+if [[ "${STRIP:-1}" != 0 ]]; then
+  command -v strip > /dev/null || { echo "wheels.sh: needs strip (binutils) to trim PyAV's libraries (or STRIP=0)" >&2; exit 2; }
+  find "$S/av" -name "*.so*" -type f -exec strip --strip-unneeded {} +
+fi
 tar -C "$S/p" -cJf .whl-x/p.txz . && tar -C "$S/av" -cJf .whl-x/av.txz .
 grep -qx "/.whl-x/" .git/info/exclude 2>/dev/null || echo "/.whl-x/" >> .git/info/exclude
 ls -la .whl-x
