@@ -12,6 +12,12 @@ its language model rebuilt at that shape with random weights, and each caption i
 
 A shape is ``LAYERSxHIDDEN/HEADS`` (key/value heads 2, or 1 where HEADS is odd; MLP 4 x hidden). Prints a table and
 writes JSON with the machine.
+
+``--family qwen2.5-vl`` times Qwen2.5-VL targets instead (no Qwen2.5-VL release is committed): the committed
+tokenizer, and the vision tower ``train_releases_gpu.sh`` gives a Qwen release target (hidden 128, 4 layers, 4 heads,
+8 px patches, 64 x 64 pixels a frame: 16 visual tokens per frame pair) with random weights like the language model::
+
+    python benchmarks/release_shape_cpu.py --family qwen2.5-vl --shapes 16x96/2,24x96/2,12x128/2
 """
 
 from __future__ import annotations
@@ -63,20 +69,33 @@ def committed_parts() -> dict:
             "tower": model.model.vision_tower.state_dict()}
 
 
-def build(shape: dict, committed: dict, out: Path, seed: int = 0) -> int:
+#: The vision tower and processing of a Qwen2.5-VL release target as benchmarks/train_releases_gpu.sh trains it.
+QWEN_TOWER = {"family": "qwen2.5-vl", "vision_hidden_size": 128, "vision_layers": 4, "vision_heads": 4,
+              "patch_size": 8, "image_size": 64}
+QWEN_OPTIONS = {"min_pixels": 4096, "max_pixels": 4096}
+
+
+def build(shape: dict, committed: dict, out: Path, seed: int = 0, family: str = "llava-ov") -> int:
     """The committed release folder copied to ``out`` with its language model at ``shape`` (random weights, the
-    vision tower kept; ``committed``: :func:`committed_parts`); returns the parameter count."""
+    vision tower kept; ``committed``: :func:`committed_parts`); returns the parameter count. ``family="qwen2.5-vl"``:
+    a Qwen2.5-VL release folder instead (the committed tokenizer, :data:`QWEN_TOWER` with random weights)."""
     from dataclasses import replace
 
     from vidspec.draft_training.arch import build_hf_config, hf_model_class
 
-    shutil.copytree(COMMITTED, out)
     arch = replace(committed["arch"], num_layers=shape["layers"], hidden_size=shape["hidden"],
-                   num_heads=shape["heads"], num_kv_heads=shape["kv_heads"])
+                   num_heads=shape["heads"], num_kv_heads=shape["kv_heads"],
+                   **(QWEN_TOWER if family == "qwen2.5-vl" else {}))
     torch.manual_seed(seed)
     model = hf_model_class(arch.family)(build_hf_config(arch, committed["tokenizer"]))
-    model.model.vision_tower.load_state_dict(committed["tower"])
-    model.save_pretrained(out)
+    if family == "qwen2.5-vl":
+        model.save_pretrained(out)
+        committed["tokenizer"].save_pretrained(out)
+        (out / "vidspec.json").write_text(json.dumps({"adapter_options": QWEN_OPTIONS, "max_frames": 8}) + "\n")
+    else:
+        shutil.copytree(COMMITTED, out)
+        model.model.vision_tower.load_state_dict(committed["tower"])
+        model.save_pretrained(out)
     return sum(p.numel() for p in model.parameters())
 
 
@@ -107,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=2, help="captions of each video per shape (default 2)")
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2: the bar's 2 cores)")
+    ap.add_argument("--family", choices=("llava-ov", "qwen2.5-vl"), default="llava-ov",
+                    help="llava-ov: the committed target's tower and processor; qwen2.5-vl: a Qwen release target's")
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args(argv)
     try:
@@ -128,15 +149,17 @@ def main(argv: list[str] | None = None) -> int:
         videos = sorted((data / "videos").rglob("*.mp4"))[: args.videos]
         for shape in shapes:
             folder = Path(tmp) / shape["name"].replace("/", "h")
-            params = build(shape, committed, folder)
+            params = build(shape, committed, folder, family=args.family)
             row = {**shape, "parameters": params, "bf16_mb": params * 2 / 1e6,
                    **time_captions(folder, videos, args.new_tokens, args.repeats)}
             rows.append(row)
             print(f"| {shape['name']} | {params / 1e6:.2f}M | {row['bf16_mb']:.1f} MB | "
                   f"{row['seconds_per_caption']:.2f} s | {row['new_tokens']:.0f} |", flush=True)
-    doc = {"bar_seconds": 2.0, "threads": args.threads, "shapes": rows, "machine": machine_info("cpu"),
-           "git": git_info(), "note": "random language-model weights at each shape; the committed tower, tokenizer "
-           "and processor; AR decodes of a fixed length"}
+    tower = ("the committed tower, tokenizer and processor" if args.family == "llava-ov" else
+             f"the committed tokenizer; a Qwen2.5-VL tower {QWEN_TOWER} with random weights")
+    doc = {"bar_seconds": 2.0, "threads": args.threads, "family": args.family, "shapes": rows,
+           "machine": machine_info("cpu"), "git": git_info(),
+           "note": f"random language-model weights at each shape; {tower}; AR decodes of a fixed length"}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -35,3 +35,26 @@ def test_two_shapes_decode_the_asked_length(tmp_path, capsys):
     assert a["new_tokens"] == b["new_tokens"] == 6 and a["seconds_per_caption"] > 0
     assert a["bf16_mb"] == pytest.approx(a["parameters"] * 2 / 1e6) and doc["machine"]["device"] == "cpu"
     assert "| 3x64/1 |" in capsys.readouterr().out
+
+
+def test_qwen_family_times_a_qwen_target(tmp_path, capsys):
+    # No Qwen2.5-VL release is committed: the shape is built with the release tower train_releases_gpu.sh gives a
+    # Qwen target, written as a release folder that load_target reads, and decoded to the asked length.
+    from release_shape_cpu import QWEN_TOWER
+
+    out = tmp_path / "qwen.json"
+    assert main(["--family", "qwen2.5-vl", "--shapes", "2x64/2", "--videos", "1", "--repeats", "1",
+                 "--new-tokens", "5", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    (row,) = doc["shapes"]
+    assert doc["family"] == "qwen2.5-vl" and row["new_tokens"] == 5 and row["seconds_per_caption"] > 0
+    from transformers import AutoTokenizer
+
+    from vidspec.draft_training.arch import ArchConfig, build_hf_config, hf_model_class
+
+    committed = REPO / "data" / "releases" / "synthvid-target"
+    arch = ArchConfig(**{**json.loads((committed / "manifest.json").read_text())["arch"], **QWEN_TOWER,
+                         "num_layers": 2, "hidden_size": 64, "num_heads": 2, "num_kv_heads": 2})
+    model = hf_model_class("qwen2.5-vl")(build_hf_config(arch, AutoTokenizer.from_pretrained(committed)))
+    assert row["parameters"] == sum(p.numel() for p in model.parameters())  # that Qwen model, tower included
+    assert "Qwen2.5-VL tower" in doc["note"]
