@@ -50,7 +50,7 @@
 # FINETUNE_STEPS (0: off): a second target stage after the first, configs/train/synthvid-target-mcq-ft.yaml (MCQ
 # weighted two to one against captions, FINETUNE_LR 2e-4 cosine with 10 warm-up steps, FINETUNE_BATCH 32, tower frozen,
 # at most FINETUNE_TIME, 00:00:04:00), which lifted the 24-layer release target's motion questions from 0.69 to 0.93
-# (docs/RESULTS.md 33.3; 400 steps). The first stage is then exported to $OUT/stages/synthvid-target-sft (run folder
+# in 400 steps at seed 0 (docs/RESULTS.md 33.3), to 0.75 in 400 and 0.91 in 800 at seed 1 (34.1): use 800. The first stage is then exported to $OUT/stages/synthvid-target-sft (run folder
 # runs/synthvid-target-sft), the fine-tune to $OUT/releases/synthvid-target, and Sparrow distils from the fine-tune.
 # The fine-tune is validated as the first stage is (VAL_EVERY).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
