@@ -10,10 +10,11 @@
 # chunk by chunk, so its 2400-step schedule may stop on TARGET_TIME with the LR still high.
 # On a fresh machine (no call 1 before it) train_releases_gpu.sh renders the same SynthVid set itself (seed 0, 12000
 # videos, ~25 s with 12 workers), so this call also runs on its own.
+# PROFILE (release) and EVAL_LIMIT (40) pass through to train_releases_gpu.sh (s28c2.sh: PROFILE=gpu, 150 captions).
 source .gpu/setup.sh; date
 F=${FAMILY:-llava-ov}; R=$PWD/runs/${RUN:-r15-$F}; X=$OUT/x15r; mkdir -p $X $R  # RUN: another run folder (a second target on one machine)
 D=$([[ $F == llava-ov ]] && echo $PWD/data/releases/synthvid-draft)
-OUT=$R PROFILE=release FAMILY=$F DATA=$PWD/runs/h15/synthvid DRAFT=$D WORKERS=12 EVAL_LIMIT=40 \
+OUT=$R PROFILE=${PROFILE:-release} FAMILY=$F DATA=$PWD/runs/h15/synthvid DRAFT=$D WORKERS=12 EVAL_LIMIT=${EVAL_LIMIT:-40} \
   VIDSPEC=vidspec PY=python3 timeout ${LIMIT:-540} bash benchmarks/train_releases_gpu.sh > $X/train.log 2>&1
 echo "train rc $?" >> $X/train.log
 date; grep -v -i warn $X/train.log | grep -E "^==|rc |precision|accuracy|tau|^   [0-9]+ s" | tail -20

@@ -6,18 +6,9 @@
 # +-0.02 on the questions near 0.97), every caption with a false claim kept in figures.json (RESULTS 25.4). Not with
 # the Qwen plan (.gpu/s28c1.sh) in one session: each takes ~1,000 device-seconds.
 #   call 1: bash .gpu/s28c2.sh   SynthVid, the tower (6000 steps), SFT steps 0 -> 1300, "paused" (rc 3)   (~520 s)
-#   call 2: bash .gpu/s28c2.sh   SFT steps 1300 -> 2400, export (bfloat16, 53 MB: comes back in four 15 MB parts),
+#   call 2: bash .gpu/s28c2.sh   SFT steps 1300 -> 2400, export (bfloat16, 53 MB: the releases come back in
+#                                15 MB parts, r15-releases.tgz.part-*),
 #                                Sparrow (520 steps), figures (150 captions, 400 MCQ)                      (~560 s)
 # Session 18's step was ~0.25 s; if call 1's median step is over ~0.3 s, lower TARGET_CALL_STEPS.
-source .gpu/setup.sh; date
-R=$PWD/runs/r28-gpu; X=$OUT/x28g; mkdir -p $X $R
-OUT=$R PROFILE=gpu EXPORT_DTYPE=bfloat16 DATA=$PWD/runs/h15/synthvid DRAFT=$PWD/data/releases/synthvid-draft WORKERS=12 \
-  TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-1300} VAL_EVERY=${VAL_EVERY:-400} EVAL_LIMIT=${EVAL_LIMIT:-150} \
-  MCQ_LIMIT=${MCQ_LIMIT:-400} VIDSPEC=vidspec PY=python3 timeout ${LIMIT:-560} bash benchmarks/train_releases_gpu.sh \
-  > $X/train.log 2>&1
-echo "train rc $?" >> $X/train.log
-date; grep -v -i warn $X/train.log | grep -E "^==|rc |precision|accuracy|tau|^   [0-9]+ s" | tail -20
-cp $R/figures.json $OUT/ 2>/dev/null
-[ -d $R/releases/synthvid-target ] && (cd $R && tar czf - releases/synthvid-target | split -b 15m - $OUT/r28g-target.tgz.part-)
-tar czf $OUT/r28g-runs.tgz -C $R --exclude='*.ckpt' --exclude='*.safetensors' --exclude='events.out*' runs vision/tower.json 2>/dev/null
-ls -la $OUT
+RUN=r28-gpu PROFILE=gpu EXPORT_DTYPE=bfloat16 TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-1300} VAL_EVERY=${VAL_EVERY:-400} \
+  EVAL_LIMIT=${EVAL_LIMIT:-150} MCQ_LIMIT=${MCQ_LIMIT:-400} LIMIT=${LIMIT:-560} bash .gpu/s15c3.sh

@@ -82,6 +82,7 @@ def build(shape: dict, committed: dict, out: Path, seed: int = 0, family: str = 
     from dataclasses import replace
 
     from vidspec.draft_training.arch import build_hf_config, hf_model_class
+    from vidspec.draft_training.export import write_release_options
 
     arch = replace(committed["arch"], num_layers=shape["layers"], hidden_size=shape["hidden"],
                    num_heads=shape["heads"], num_kv_heads=shape["kv_heads"],
@@ -91,7 +92,7 @@ def build(shape: dict, committed: dict, out: Path, seed: int = 0, family: str = 
     if family == "qwen2.5-vl":
         model.save_pretrained(out)
         committed["tokenizer"].save_pretrained(out)
-        (out / "vidspec.json").write_text(json.dumps({"adapter_options": QWEN_OPTIONS, "max_frames": 8}) + "\n")
+        write_release_options(out, QWEN_OPTIONS, max_frames=8)
     else:
         shutil.copytree(COMMITTED, out)
         model.model.vision_tower.load_state_dict(committed["tower"])

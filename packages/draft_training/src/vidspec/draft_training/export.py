@@ -101,6 +101,12 @@ def exporter_for(module) -> Exporter:
 
 
 # ---- the SFT exporter (registered by vidspec.draft_training.sft) ----------------------------------
+def write_release_options(out: Path, adapter_options: dict, max_frames: int) -> None:
+    """A Video-LLM release's ``vidspec.json``: the adapter options and frame budget its loader uses."""
+    (Path(out) / "vidspec.json").write_text(json.dumps(
+        {"adapter_options": dict(adapter_options), "max_frames": int(max_frames)}, indent=2) + "\n")
+
+
 def export_vlm(module, out: Path, ctx: ExportContext) -> dict:
     """Exporter of :class:`~vidspec.draft_training.sft.VLMSFTModule`: a plain HF Video-LLM folder."""
     model = module.model
@@ -109,8 +115,7 @@ def export_vlm(module, out: Path, ctx: ExportContext) -> dict:
         model.to(getattr(torch, ctx.dtype))
     model.save_pretrained(str(out), safe_serialization=True)
     module.tokenizer.save_pretrained(str(out))
-    (out / "vidspec.json").write_text(json.dumps(
-        {"adapter_options": dict(module.adapter_options), "max_frames": int(module.max_frames)}, indent=2) + "\n")
+    write_release_options(out, module.adapter_options, module.max_frames)
     text = model.config.get_text_config()
     n = sum(p.numel() for p in model.parameters())
     arch = module.hparams.get("arch") or _init_arch(module.hparams.get("init_from"))
