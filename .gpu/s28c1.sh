@@ -19,7 +19,7 @@
 # steps on 256 rows (val/mcq_acc/<type>; the fine-tune's own validations are in runs/synthvid-target/). Both stages'
 # exports come back in 15 MB parts (r15-releases.tgz.part-*: releases/ and stages/). Then, on CPU, the figures of
 # data/releases/README.md on the same validation and held-out sets, for the fine-tune and for stages/synthvid-target-sft.
-RUN=r28-qwen FAMILY=qwen2.5-vl EXPORT_DTYPE=bfloat16 MCQ_LIMIT=${MCQ_LIMIT:-400} VAL_EVERY=${VAL_EVERY:-200} \
+RUN=${RUN:-r28-qwen} FAMILY=qwen2.5-vl EXPORT_DTYPE=bfloat16 MCQ_LIMIT=${MCQ_LIMIT:-400} VAL_EVERY=${VAL_EVERY:-200} \
   LR=${LR:-6.0e-4} VISION_STEPS=${VISION_STEPS:-3000} DRAFT_STEPS=${DRAFT_STEPS:-2400} \
   TARGET_EXTRA=${TARGET_EXTRA:-"--model.init_args.arch.num_layers 16 --model.init_args.arch.hidden_size 96 --model.init_args.arch.num_heads 2 --model.init_args.arch.num_kv_heads 2"} \
   TARGET_STEPS=${TARGET_STEPS:-2400} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-1600} TARGET_TIME=${TARGET_TIME:-00:00:08:00} \

@@ -118,14 +118,16 @@ def test_release_script_qwen_family(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "FAMILY": "qwen2.5-vl", "OUT": str(out), "PY": sys.executable,
            "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "MCQ_LIMIT": "3", "VAL_EVERY": "2",
-           "TARGET_EXTRA": "--model.init_args.arch.hidden_size 32 --model.init_args.arch.num_heads 2"}
+           "TARGET_EXTRA": "--model.init_args.arch.hidden_size 32 --model.init_args.arch.num_heads 2 "
+                           "--model.init_args.arch.mrope_section [2,2,4]"}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     tower = json.loads((out / "vision" / "tower.json").read_text())["arch"]
     assert tower["family"] == "qwen2.5-vl" and tower["hidden_size"] == 32  # TARGET_EXTRA's width, not SMOKE's 64
-    assert json.loads((out / "releases" / "synthvid-target" / "config.json").read_text())["text_config"][
-        "hidden_size"] == 32
+    text = json.loads((out / "releases" / "synthvid-target" / "config.json").read_text())["text_config"]
+    assert text["hidden_size"] == 32
+    assert text["rope_parameters"]["mrope_section"] == [2, 2, 4]  # TARGET_EXTRA's bands, through fine-tune and export
     for name in ("synthvid-target", "synthvid-draft"):
         config = json.loads((out / "releases" / name / "config.json").read_text())
         assert config["architectures"] == ["Qwen2_5_VLForConditionalGeneration"], name
@@ -139,6 +141,7 @@ def test_release_script_qwen_family(tmp_path):
     assert init["model"]["init_args"]["freeze_vision"] is True
     assert init["model"]["init_args"]["vision_init"] == str(out / "vision")
     fig = json.loads((out / "figures.json").read_text())
+    # lossless: the draft VLM and Sparrow (which reads the target's M-RoPE bands) give the target's greedy tokens
     assert fig["draft"]["lossless"] is True and fig["sparrow"]["lossless"] is True
     assert fig["captions"]["videos"] == 2 and fig["mcq"]["questions"] == 3  # EVAL_LIMIT captions, MCQ_LIMIT questions
     # VAL_EVERY=2: the target validated at step 2 of its 3, with each question type's letter accuracy

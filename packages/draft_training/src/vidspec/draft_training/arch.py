@@ -62,6 +62,12 @@ class ArchConfig:
             embedding's; ``vision_hidden_size ** -0.5`` gives them SigLIP-like scales (docs/RESULTS.md 25.3).
         tie_word_embeddings: share the input embedding and the LM head.
         rope_theta: RoPE base of the language model.
+        mrope_section: Qwen2.5-VL only: how many of the rotary frequency pairs (half a head) go to the
+            temporal, height and width positions of video tokens, in that order; Qwen2.5-VL gives each one
+            contiguous band, highest frequencies first. None: thirds ([8, 8, 8] for a head of 48). At small
+            heads the thirds leave height and width only frequencies under 0.05 rad a token, and a language
+            model cannot tell where a video's object is (docs/RESULTS.md 35.1); [2, 2, 20] gives them
+            0.3-0.5 rad.
         max_position_embeddings: longest sequence the language model is configured for.
     """
 
@@ -81,6 +87,7 @@ class ArchConfig:
     vision_init_std: float | None = None
     tie_word_embeddings: bool = False
     rope_theta: float = 10000.0
+    mrope_section: list[int] | None = None
     max_position_embeddings: int = 32768
 
     def __post_init__(self) -> None:
@@ -105,9 +112,23 @@ class ArchConfig:
         if self.family == "qwen2.5-vl" and (self.hidden_size // self.num_heads) % 4:
             # M-RoPE splits half the head dimension into three sections.
             raise ConfigError("arch: qwen2.5-vl needs a head dimension (hidden_size / num_heads) divisible by 4")
+        if self.mrope_section is not None:
+            half = self.hidden_size // self.num_heads // 2
+            if self.family != "qwen2.5-vl":
+                raise ConfigError(f"arch.mrope_section applies to qwen2.5-vl only (M-RoPE); got it for {self.family}")
+            if (len(self.mrope_section) != 3 or any(int(x) < 1 for x in self.mrope_section)
+                    or sum(self.mrope_section) != half):
+                raise ConfigError(f"arch.mrope_section must be three positive sizes (temporal, height, width) adding "
+                                  f"up to half a head ({half}), got {list(self.mrope_section)}")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def default_mrope_section(head_dim: int) -> list[int]:
+    """Thirds of half a head for (temporal, height, width), the temporal band taking the remainder."""
+    half = head_dim // 2
+    return [half - 2 * (half // 3), half // 3, half // 3]
 
 
 def _token_ids(tokenizer) -> dict[str, int]:
@@ -149,8 +170,7 @@ def build_hf_config(arch: ArchConfig, tokenizer):
     if arch.family == "qwen2.5-vl":
         from transformers import Qwen2_5_VLConfig
 
-        half = arch.hidden_size // arch.num_heads // 2
-        section = [half - 2 * (half // 3), half // 3, half // 3]  # (temporal, height, width)
+        section = list(arch.mrope_section or []) or default_mrope_section(arch.hidden_size // arch.num_heads)
         text["rope_parameters"] = {"rope_type": "default", "rope_theta": arch.rope_theta, "mrope_section": section}
         return Qwen2_5_VLConfig(
             text_config=text,
