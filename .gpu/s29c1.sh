@@ -4,9 +4,10 @@
 # moving object "slides left"; MCQ motion 0.56, precision 0.73); benchmarks/qwen_mrope_motion.py then showed why:
 # at a head of 48 the thirds leave height and width frequencies under 0.05 rad a token, and a 2-layer Qwen LM on the
 # same tower's tokens learns motion to 0.35 with thirds and to 0.99 with [2, 2, 20] or 1-D positions.
-#   call 1: bash .gpu/s29c1.sh   SynthVid, the Qwen tower, the draft VLM (background), SFT steps 0 -> 2390 ("paused", rc 3)
-#   call 2: bash .gpu/s29c1.sh   SFT 2390 -> 2400, export (stages/), the MCQ fine-tune (800 steps), Sparrow, figures
-# TARGET_CALL_STEPS=2390 puts the whole SFT in call 1 (~0.125 s a step, RESULTS 35.1) and leaves call 2 ~300 s.
-RUN=${RUN:-r29-qwen} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-2390} \
+#   call 1: STOP_AFTER=sft bash .gpu/s29c1.sh   SynthVid, the Qwen tower, the draft VLM (background), the whole SFT
+#                                               (2400 steps, ~0.125 s a step in RESULTS 35.1) and its export (stages/)
+#   call 2: bash .gpu/s29c1.sh                  the MCQ fine-tune (800 steps), Sparrow, figures (~300 s)
+# If no warm call 2 fits, the fine-tune and Sparrow can run on CPU from stages/synthvid-target-sft (RESULTS 34.1).
+RUN=${RUN:-r29-qwen} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-2400} \
   TARGET_EXTRA=${TARGET_EXTRA:-"--model.init_args.arch.num_layers 16 --model.init_args.arch.hidden_size 96 --model.init_args.arch.num_heads 2 --model.init_args.arch.num_kv_heads 2 --model.init_args.arch.mrope_section [2,2,20]"} \
   bash .gpu/s28c1.sh

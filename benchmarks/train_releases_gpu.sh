@@ -36,6 +36,8 @@
 # spanning TARGET_STEPS, so a longer SFT spans several device calls; a call that stops before TARGET_STEPS exits 3
 # with "paused" and leaves the Sparrow stage and the figures to the call that completes it. Lightning restores
 # the elapsed time with the checkpoint, so TARGET_TIME is the whole stage's budget, not one call's).
+# STOP_AFTER (unset; "sft": exit 0 once the first target stage is exported and the draft VLM is done, leaving the
+# fine-tune, Sparrow and the figures to the same command without it: a device call that holds the SFT alone).
 # FAMILY (llava-ov; qwen2.5-vl trains Qwen2_5_VLForConditionalGeneration target and draft VLM of the same sizes: 8 px
 # patches with the 2x2 merge, so a 64x64 frame pair gives 16 tokens; its tower and merger are pretrained as SigLIP's
 # is, on the scenes read as two frame pairs (vision_learnability.py --family qwen2.5-vl), and kept frozen; the draft
@@ -215,6 +217,11 @@ if [[ ! -f "$OUT/releases/synthvid-target/manifest.json" ]]; then  # a finished 
     --model.init_args.tokenizer "$DATA/tokenizer" "${TARGET_ARCH[@]}" "${FAMILY_ARGS[@]}" "${VISION_ARGS[@]}" \
     --model.init_args.optim.lr "$LR" \
     --model.init_args.optim.warmup_steps 100 --model.init_args.optim.min_lr_ratio 0.05 "${VAL_ARGS[@]}" "${TARGET_ARGS[@]}"
+fi
+if [[ "${STOP_AFTER:-}" == sft ]]; then  # the first stage alone (a device call); the same command without it goes on
+  wait
+  echo "== STOP_AFTER=sft: $SFT_ROOT/$SFT_NAME exported; the rest is left to the next call"
+  exit 0
 fi
 if (( FINETUNE_STEPS > 0 )); then  # the MCQ-weighted second stage (configs/train/synthvid-target-mcq-ft.yaml)
   train synthvid-target synthvid-target-mcq-ft "${FINETUNE_TIME:-00:00:04:00}" "$FINETUNE_STEPS" \
