@@ -19,8 +19,8 @@ Configurations (``--configs``, comma-separated): ``s<T>-<H>-<W>_b<base>`` sets `
 base; ``1d_b<base>`` gives every token t = h = w = its index, as a 1-D RoPE model (LLaVA-OneVision) sees it.
 The same tokens, labels, seed, steps and learning rate serve every configuration, in one process::
 
-    python benchmarks/qwen_mrope_motion.py --data DATA --tower data/releases/qwen-synthvid-target \
-        --configs s8-8-8_b10000,1d_b10000,s2-2-20_b10000 --out F
+    python benchmarks/qwen_mrope_motion.py --data DATA --tower runs/r29-qwen/stages/synthvid-target-sft \
+        --configs s8-8-8_b10000,1d_b10000,s2-2-20_b10000,s2-2-20_b100 --out F
 """
 
 from __future__ import annotations
@@ -39,6 +39,12 @@ from testbed_common import emit_json  # noqa: E402
 MOTIONS = ("still", "left", "right", "up", "down")
 
 
+def fail(message: str) -> None:
+    """Bad input: one line on stderr, exit status 2."""
+    print(f"qwen_mrope_motion: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def parse_config(name: str) -> dict:
     """``s8-8-8_b10000`` -> sections (8, 8, 8), base 10000; ``1d_b10000`` -> 1-D positions."""
     try:
@@ -50,7 +56,7 @@ def parse_config(name: str) -> dict:
         if len(sections) != 3:
             raise ValueError
     except ValueError:
-        raise SystemExit(f"qwen_mrope_motion: bad configuration {name!r} (want s<T>-<H>-<W>_b<base> or 1d_b<base>)")
+        fail(f"bad configuration {name!r} (want s<T>-<H>-<W>_b<base> or 1d_b<base>)")
     return {"name": name, "sections": sections, "base": base}
 
 
@@ -83,11 +89,13 @@ def video_tokens(data: Path, tower: str, split: str, limit: int, batch: int):
         keep.append(i)
         if len(keep) >= limit:
             break
+    if not keep:
+        fail(f"no one-object scenes in split {split!r} of {data}")
     rows = table.select(keep)
     labels = torch.tensor([MOTIONS.index(scene_motion(f)) for f in rows["facts"]])
     module = VLMSFTModule(init_from=tower).eval()
     if module.model.config.model_type != "qwen2_5_vl":
-        raise SystemExit(f"qwen_mrope_motion: {tower} is a {module.model.config.model_type} model, not Qwen2.5-VL")
+        fail(f"{tower} is a {module.model.config.model_type} model, not Qwen2.5-VL")
     merge = module.model.config.vision_config.spatial_merge_size
     feats = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,12 +139,14 @@ def train_one(cfg: dict, x, y, xt, yt, grid, args) -> dict:
     from transformers import Qwen2_5_VLTextConfig
     from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLTextModel
 
+    from vidspec.draft_training.arch import default_mrope_section
+
     torch.manual_seed(args.seed)
     d = args.hidden
     head_half = d // args.heads // 2
-    sections = cfg["sections"] or [head_half - 2 * (head_half // 3), head_half // 3, head_half // 3]
+    sections = cfg["sections"] or default_mrope_section(d // args.heads)  # 1-D positions: any bands give the same
     if sum(sections) != head_half:
-        raise SystemExit(f"qwen_mrope_motion: sections {sections} must add up to half a head ({head_half})")
+        fail(f"sections {sections} must add up to half a head ({head_half})")
     conf = Qwen2_5_VLTextConfig(vocab_size=8, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=args.layers,
                                 num_attention_heads=args.heads, num_key_value_heads=args.heads,
                                 rope_parameters={"rope_type": "default", "rope_theta": cfg["base"],
@@ -181,7 +191,7 @@ def train_one(cfg: dict, x, y, xt, yt, grid, args) -> dict:
                           "seconds": time.perf_counter() - t0})
             print(f"  {cfg['name']:>16} step {step:5d} loss {float(loss):.3f} held-out {acc:.3f} "
                   + " ".join(f"{m} {v:.2f}" for m, v in per.items()), flush=True)
-    return {"config": cfg, "sections": sections, "curve": curve, "final": curve[-1]["accuracy"]}
+    return {"config": cfg, "sections": cfg["sections"], "curve": curve, "final": curve[-1]["accuracy"]}
 
 
 def main() -> None:
@@ -190,7 +200,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="a SynthVid folder")
     ap.add_argument("--tower", required=True, help="a Qwen2.5-VL release or stage (vidspec export)")
-    ap.add_argument("--configs", default="s8-8-8_b10000,1d_b10000,s2-2-20_b10000")
+    ap.add_argument("--configs", default="s8-8-8_b10000,1d_b10000,s2-2-20_b10000,s2-2-20_b100")
+    ap.add_argument("--train-split", default="train")
+    ap.add_argument("--test-split", default="validation")
     ap.add_argument("--train-videos", type=int, default=3000)
     ap.add_argument("--test-videos", type=int, default=500)
     ap.add_argument("--layers", type=int, default=2)
@@ -208,8 +220,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     configs = [parse_config(c) for c in args.configs.split(",") if c]
     t0 = time.perf_counter()
-    x, y, grid = video_tokens(Path(args.data), args.tower, "train", args.train_videos, 32)
-    xt, yt, _ = video_tokens(Path(args.data), args.tower, "validation", args.test_videos, 32)
+    if not (Path(args.tower) / "config.json").is_file():
+        fail(f"no model at --tower {args.tower} (want a vidspec export folder)")
+    x, y, grid = video_tokens(Path(args.data), args.tower, args.train_split, args.train_videos, 32)
+    xt, yt, _ = video_tokens(Path(args.data), args.tower, args.test_split, args.test_videos, 32)
     print(f"video tokens: train {tuple(x.shape)}, held-out {tuple(xt.shape)}, grid {grid} "
           f"({time.perf_counter() - t0:.0f} s)", flush=True)
     report = {"data": args.data, "tower": args.tower, "grid_t_h_w": grid, "train_videos": len(x),

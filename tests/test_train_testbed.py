@@ -40,14 +40,23 @@ def test_release_script_smoke(tmp_path):
     """benchmarks/train_releases_gpu.sh (the script that trained the releases and the 24-layer GPU
     profile) at toy size: data, vision pretraining, target from the pretrained tower, its MCQ-weighted
     second stage (FINETUNE_STEPS), draft VLM in the background, Sparrow from the fine-tuned target,
-    export, figures (about a minute on 2 cores)."""
+    export, figures (about a minute on 2 cores); first with STOP_AFTER=sft, then the rest."""
     bin_dir = Path(sys.executable).parent
     out = tmp_path / "out"
     env = {**os.environ, "SMOKE": "1", "OUT": str(out), "PY": sys.executable, "FINETUNE_STEPS": "2",
            "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1"}
+    # STOP_AFTER=sft (a device call holding the first stage alone): the first stage and the draft VLM, nothing more
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
+                          text=True, timeout=900, env=env | {"STOP_AFTER": "sft"}, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "STOP_AFTER=sft" in proc.stdout and "== figures" not in proc.stdout
+    assert (out / "stages" / "synthvid-target-sft" / "manifest.json").is_file()
+    assert sorted(p.name for p in (out / "releases").iterdir()) == ["synthvid-draft"]
+    # the same command without it goes on from there
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "train synthvid-target-sft: skipped" in proc.stdout and "train synthvid-draft: skipped" in proc.stdout
     assert (out / "vision" / "tower.safetensors").is_file()
     # The first stage lands in stages/, trained from the pretrained tower, and is not a release.
     sft = json.loads((out / "stages" / "synthvid-target-sft" / "manifest.json").read_text())

@@ -198,3 +198,24 @@ def test_validation_logs_the_letter_accuracy_of_each_question_type(tiny_dataset,
     metrics = trainer.validate(m, datamodule=dm, verbose=False)[0]
     assert metrics["val/mcq_acc/mcq"] == expected and metrics["val/mcq_acc"] == expected
     assert "val/loss" in metrics
+
+
+def test_mrope_section_sets_the_qwen_bands(tiny_dataset):
+    """arch.mrope_section reaches the Hugging Face config (default: thirds of half a head, the temporal band
+    taking the remainder); sizes that do not add up to half a head, or a family without M-RoPE, are refused
+    with the field's name."""
+    from transformers import AutoTokenizer
+
+    from vidspec.decoding.errors import ConfigError
+    from vidspec.draft_training.arch import build_hf_config
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))
+    qwen = {**ARCH["qwen2.5-vl"], "hidden_size": 32, "num_heads": 2, "num_kv_heads": 2}  # heads of 16: 8 pairs
+    default = build_hf_config(ArchConfig(**qwen), tok).text_config.rope_parameters["mrope_section"]
+    assert list(default) == [4, 2, 2]
+    bands = build_hf_config(ArchConfig(**qwen, mrope_section=[2, 2, 4]), tok).text_config.rope_parameters
+    assert list(bands["mrope_section"]) == [2, 2, 4]
+    with pytest.raises(ConfigError, match=r"arch\.mrope_section .*half a head \(8\)"):
+        ArchConfig(**qwen, mrope_section=[2, 2, 2])
+    with pytest.raises(ConfigError, match=r"arch\.mrope_section applies to qwen2\.5-vl only"):
+        ArchConfig(**ARCH["llava-ov"], mrope_section=[2, 2, 4])

@@ -64,10 +64,11 @@ class ArchConfig:
         rope_theta: RoPE base of the language model.
         mrope_section: Qwen2.5-VL only: how many of the rotary frequency pairs (half a head) go to the
             temporal, height and width positions of video tokens, in that order; Qwen2.5-VL gives each one
-            contiguous band, highest frequencies first. None: thirds ([8, 8, 8] for a head of 48). At small
-            heads the thirds leave height and width only frequencies under 0.05 rad a token, and a language
-            model cannot tell where a video's object is (docs/RESULTS.md 35.1); [2, 2, 20] gives them
-            0.3-0.5 rad.
+            contiguous band, highest frequencies first (pair j turns by ``rope_theta ** (-2j / head_dim)``
+            rad a position). None: thirds ([8, 8, 8] for a head of 48). On a small token grid the thirds
+            leave width at most 0.002 rad a token (height 0.05) at base 10000, and a language model does not
+            learn where a video's object is (docs/RESULTS.md 35.2); [2, 2, 20] with ``rope_theta`` 100 gives
+            width 0.46 rad and height 0.68. Text tokens see the whole head either way.
         max_position_embeddings: longest sequence the language model is configured for.
     """
 
