@@ -128,7 +128,7 @@ def test_release_script_qwen_family(tmp_path):
     env = {**os.environ, "SMOKE": "1", "FAMILY": "qwen2.5-vl", "OUT": str(out), "PY": sys.executable,
            "VIDSPEC": str(bin_dir / "vidspec"), "OMP_NUM_THREADS": "1", "MCQ_LIMIT": "3", "VAL_EVERY": "2",
            "TARGET_EXTRA": "--model.init_args.arch.hidden_size 32 --model.init_args.arch.num_heads 2 "
-                           "--model.init_args.arch.mrope_section [2,2,4]"}
+                           "--model.init_args.arch.mrope_section [2,2,4] --model.init_args.arch.rope_theta 100"}
     proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
                           text=True, timeout=900, env=env, cwd=REPO)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -136,7 +136,8 @@ def test_release_script_qwen_family(tmp_path):
     assert tower["family"] == "qwen2.5-vl" and tower["hidden_size"] == 32  # TARGET_EXTRA's width, not SMOKE's 64
     text = json.loads((out / "releases" / "synthvid-target" / "config.json").read_text())["text_config"]
     assert text["hidden_size"] == 32
-    assert text["rope_parameters"]["mrope_section"] == [2, 2, 4]  # TARGET_EXTRA's bands, through fine-tune and export
+    # TARGET_EXTRA's bands and base (.gpu/s30c1.sh's), through training and export
+    assert text["rope_parameters"]["mrope_section"] == [2, 2, 4] and text["rope_parameters"]["rope_theta"] == 100
     for name in ("synthvid-target", "synthvid-draft"):
         config = json.loads((out / "releases" / name / "config.json").read_text())
         assert config["architectures"] == ["Qwen2_5_VLForConditionalGeneration"], name
