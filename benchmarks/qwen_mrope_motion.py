@@ -12,7 +12,7 @@ Frozen video tokens of a Qwen release's own tower (``--tower``: a ``vidspec expo
 merger are used as trained) are computed once for the single-object scenes of a SynthVid folder. Then, for each
 configuration, a fresh ``Qwen2_5_VLTextModel`` (the real class; ``--layers`` x ``--hidden``) reads the video's
 tokens followed by one learnt query token, with the positions ``get_rope_index`` gives a video (t, h, w from the
-video's start, the query one past the largest), and a linear head on the query's last hidden state is trained
+video's start, the query where text after the video starts, or ``--gap`` text positions later), and a linear head on the query's last hidden state is trained
 to the object's motion (five classes: still, left, right, up, down). Reported: held-out accuracy by step.
 
 Configurations (``--configs``, comma-separated): ``s<T>-<H>-<W>_b<base>`` sets ``mrope_section`` and the RoPE
@@ -114,14 +114,14 @@ def video_tokens(data: Path, tower: str, split: str, limit: int, batch: int):
     return torch.stack(feats), labels, grid
 
 
-def positions(grid: tuple[int, int, int], sections, batch: int):
-    """(3, B, L) positions of [vision start, video tokens..., query], as ``get_rope_index`` lays out a video
-    (one temporal step per temporal patch at SynthVid's 4 fps and 2 tokens a second) or, with ``sections`` None,
-    1-D indices."""
+def positions(grid: tuple[int, int, int], sections, batch: int, gap: int = 0):
+    """(3, B, L) positions of [vision start, video tokens..., ``gap`` text tokens, query], as ``get_rope_index``
+    lays out a video (one temporal step per temporal patch: SynthVid's 4 fps, temporal patches of 2 frames and 2
+    tokens a second) and the text after it, or, with ``sections`` None, 1-D indices."""
     import torch
 
     t, h, w = grid
-    n = t * h * w + 2
+    n = t * h * w + 2 + gap
     if sections is None:
         pos = torch.arange(n).view(1, 1, n).expand(3, batch, n)
         return pos.contiguous()
@@ -129,8 +129,10 @@ def positions(grid: tuple[int, int, int], sections, batch: int):
     hh = torch.arange(h).view(1, h, 1).expand(t, h, w).flatten()
     ww = torch.arange(w).view(1, 1, w).expand(t, h, w).flatten()
     vid = torch.stack([tt, hh, ww]) + 1  # after the vision-start token at 0
-    q = vid.max() + 1
-    pos = torch.cat([torch.zeros(3, 1, dtype=torch.long), vid, torch.full((3, 1), q)], 1)
+    # text after a video: one position for all three bands, from the video's start plus the larger of its height and
+    # width (transformers 5.x's get_rope_index: the temporal extent is not counted)
+    text = 1 + max(h, w) + torch.arange(gap + 1)
+    pos = torch.cat([torch.zeros(3, 1, dtype=torch.long), vid, text.view(1, -1).expand(3, -1)], 1)
     return pos.view(3, 1, n).expand(3, batch, n).contiguous()
 
 
@@ -155,21 +157,26 @@ def train_one(cfg: dict, x, y, xt, yt, grid, args) -> dict:
     proj = torch.nn.Linear(x.shape[-1], d)  # the tower's merger already maps into the target's width; kept general
     start = torch.nn.Parameter(torch.randn(1, 1, d) * 0.02)
     query = torch.nn.Parameter(torch.randn(1, 1, d) * 0.02)
+    filler = torch.nn.Parameter(torch.randn(1, 1, d) * 0.02)  # the text between the video and the query (--gap)
     head = torch.nn.Linear(d, len(MOTIONS))
-    params = [*lm.parameters(), *proj.parameters(), *head.parameters(), start, query]
+    params = [*lm.parameters(), *proj.parameters(), *head.parameters(), start, query, filler]
+    gaps = torch.Generator().manual_seed(args.seed + 1)
+
+    def draw_gap() -> int:
+        return int(torch.randint(args.gap + 1, (1,), generator=gaps)) if args.gap else 0
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
 
     def logits(xb):
-        b = xb.shape[0]
-        emb = torch.cat([start.expand(b, 1, d), proj(xb), query.expand(b, 1, d)], 1)
-        out = lm(inputs_embeds=emb, position_ids=positions(grid, cfg["sections"], b), use_cache=False)
+        b, gap = xb.shape[0], draw_gap()
+        emb = torch.cat([start.expand(b, 1, d), proj(xb), filler.expand(b, gap, d), query.expand(b, 1, d)], 1)
+        out = lm(inputs_embeds=emb, position_ids=positions(grid, cfg["sections"], b, gap), use_cache=False)
         return head(out.last_hidden_state[:, -1])
 
     def evaluate():
         lm.eval()
         with torch.no_grad():
-            pred = torch.cat([logits(xt[i:i + 256]).argmax(-1) for i in range(0, len(xt), 256)])
+            pred = torch.cat([logits(xt[i:i + 32]).argmax(-1) for i in range(0, len(xt), 32)])
         lm.train()
         acc = (pred == yt).float()
         per = {m: float(acc[yt == k].mean()) for k, m in enumerate(MOTIONS) if (yt == k).any()}
@@ -213,6 +220,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gap", type=int, default=0,
+                    help="text tokens between the video and the query: a random number in [0, GAP] each batch (a "
+                         "caption's motion word is some way after the video, at a distance that varies)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
