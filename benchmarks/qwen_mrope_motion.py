@@ -163,7 +163,8 @@ def train_one(cfg: dict, x, y, xt, yt, grid, args) -> dict:
     gaps = torch.Generator().manual_seed(args.seed + 1)
 
     def draw_gap() -> int:
-        return int(torch.randint(args.gap + 1, (1,), generator=gaps)) if args.gap else 0
+        lo = min(args.gap_min, args.gap)
+        return lo + int(torch.randint(args.gap - lo + 1, (1,), generator=gaps)) if args.gap else 0
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 50))
 
@@ -223,6 +224,7 @@ def main() -> None:
     ap.add_argument("--gap", type=int, default=0,
                     help="text tokens between the video and the query: a random number in [0, GAP] each batch (a "
                          "caption's motion word is some way after the video, at a distance that varies)")
+    ap.add_argument("--gap-min", type=int, default=0, help="the fewest text tokens --gap draws")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
