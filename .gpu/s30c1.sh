@@ -6,9 +6,9 @@
 # 0.46 rad and the LM learnt motion in 500 steps in its one run. LR 1e-3: session 19's Qwen target (26.2) learnt some
 # motion in its captions at that LR and not at 5e-4 (27.1), and 35.3's ran at 6e-4.
 # After this was written, RESULTS 35.5 found that with the query ~20 text tokens after the video (where a caption's
-# motion word is), M-RoPE needs depth with any bands: 2 layers stay at ~0.37, and 4 layers reach 0.71 with these
-# bands and 0.55 with thirds. 1-D positions learn it with 2 layers. Pick the setting first with
-# `benchmarks/qwen_mrope_motion.py --gap 22 --gap-min 18 --layers 16` on CPU, and put it in TARGET_EXTRA.
+# motion word is), M-RoPE needs depth. With these bands, 2 layers stay at ~0.37, 4 layers reach 0.71 and 16 layers
+# (this target's depth) 1.00 by step 600. 1-D positions learn it with 2 layers. Not yet measured: thirds at 16
+# layers (`benchmarks/qwen_mrope_motion.py --gap 22 --gap-min 18 --layers 16 --configs s8-8-8_b10000`).
 #   call 1: STOP_AFTER=sft bash .gpu/s30c1.sh   SynthVid, the Qwen tower, the draft VLM (background), the SFT (2400
 #                                               steps, ~400 s in call 3 of session 29) and its export (stages/)
 #   call 2: bash .gpu/s30c1.sh                  the MCQ fine-tune (800 steps), Sparrow, figures (~300 s)
