@@ -125,15 +125,14 @@ def positions(grid: tuple[int, int, int], sections, batch: int, gap: int = 0):
     if sections is None:
         pos = torch.arange(n).view(1, 1, n).expand(3, batch, n)
         return pos.contiguous()
-    tt = torch.arange(t).view(t, 1, 1).expand(t, h, w).flatten()
-    hh = torch.arange(h).view(1, h, 1).expand(t, h, w).flatten()
-    ww = torch.arange(w).view(1, 1, w).expand(t, h, w).flatten()
-    vid = torch.stack([tt, hh, ww]) + 1  # after the vision-start token at 0
-    # text after a video: one position for all three bands, from the video's start plus the larger of its height and
-    # width (transformers 5.x's get_rope_index: the temporal extent is not counted)
-    text = 1 + max(h, w) + torch.arange(gap + 1)
-    pos = torch.cat([torch.zeros(3, 1, dtype=torch.long), vid, text.view(1, -1).expand(3, -1)], 1)
-    return pos.view(3, 1, n).expand(3, batch, n).contiguous()
+    from vidspec.draft_training.qwen_vision import mrope_position_ids
+
+    # one row: the vision-start token (text), the video, then the text after it; the data module's own M-RoPE helper
+    # (equal to get_rope_index), with a merged grid of (t, h, w) and one temporal step per temporal patch
+    types = torch.tensor([[0] + [2] * (t * h * w) + [0] * (gap + 1)], dtype=torch.int32)
+    pos, _ = mrope_position_ids(torch.zeros(1, n, dtype=torch.long), types, torch.tensor([[t, 2 * h, 2 * w]]),
+                                torch.tensor([1.0]), None, spatial_merge_size=2, tokens_per_second=1)
+    return pos.expand(3, batch, n).contiguous()
 
 
 def train_one(cfg: dict, x, y, xt, yt, grid, args) -> dict:
