@@ -12,8 +12,9 @@ Frozen video tokens of a Qwen release's own tower (``--tower``: a ``vidspec expo
 merger are used as trained) are computed once for the single-object scenes of a SynthVid folder. Then, for each
 configuration, a fresh ``Qwen2_5_VLTextModel`` (the real class; ``--layers`` x ``--hidden``) reads the video's
 tokens followed by one learnt query token, with the positions ``get_rope_index`` gives a video (t, h, w from the
-video's start, the query where text after the video starts, or ``--gap`` text positions later), and a linear head on the query's last hidden state is trained
-to the object's motion (five classes: still, left, right, up, down). Reported: held-out accuracy by step.
+video's start, the query where text after the video starts, or ``--gap`` text positions later), and a linear
+head on the query's last hidden state is trained to the object's motion (five classes: still, left, right, up,
+down). Reported: held-out accuracy by step.
 
 Configurations (``--configs``, comma-separated): ``s<T>-<H>-<W>_b<base>`` sets ``mrope_section`` and the RoPE
 base; ``1d_b<base>`` gives every token t = h = w = its index, as a 1-D RoPE model (LLaVA-OneVision) sees it.
