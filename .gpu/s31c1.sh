@@ -8,9 +8,10 @@
 # Default: the h128 tower for 8000 steps (~150 s, from its 56 s for 3000), SFT 3600 steps (1600 in call 1, to stay
 # inside s15c3.sh's 540-s LIMIT). Only h128 fits the release budget (session 31): the 16 x 96 target is 7.1 MB in
 # bfloat16 with it and 12.8 MB with h256, and data/releases/ has 9.5 of its ~30 MB left for target, draft VLM
-# (0.95 MB) and Sparrow (0.67 MB). Run .gpu/s30c3.sh first (~360 s with the start): h128 for 8000 steps on 20,000 and
-# on 60,000 scenes, and h256 for 6000, side by side. If 60,000 scenes read shapes better, add VISION_TRAIN=60000 to
-# every call; RELEASE_TOWER=h256 VISION_STEPS=6000 trains a pair that can be measured but not committed.
+# (0.95 MB) and Sparrow (0.67 MB). Call 1 logs the tower's probe every 1000 steps (vision/vision_learnability.json in
+# r15runs.tgz). .gpu/s30c3.sh (h128 for 8000 steps on 20,000 and on 60,000 scenes, h256 for 6000) can follow with
+# time left; if 60,000 scenes read shapes better, a later run adds VISION_TRAIN=60000 to every call.
+# RELEASE_TOWER=h256 VISION_STEPS=6000 trains a pair that can be measured but not committed.
 #   call 1: STOP_AFTER=sft bash .gpu/s31c1.sh   SynthVid, the tower, the draft VLM (background), SFT steps 0-1600
 #   call 2: STOP_AFTER=sft bash .gpu/s31c1.sh   SFT steps 1600-3600 and the stage's export (paused stages resume)
 #   call 3: bash .gpu/s31c1.sh                  the MCQ fine-tune (800 steps), Sparrow, figures

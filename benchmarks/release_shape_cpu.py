@@ -10,14 +10,19 @@ its language model rebuilt at that shape with random weights, and each caption i
 
     python benchmarks/release_shape_cpu.py --out benchmarks/results/release_shape_cpu.json
 
-A shape is ``LAYERSxHIDDEN/HEADS`` (key/value heads 2, or 1 where HEADS is odd; MLP 4 x hidden). Prints a table and
-writes JSON with the machine.
+A shape is ``LAYERSxHIDDEN/HEADS`` (key/value heads 2, or 1 where HEADS is odd; MLP 4 x hidden), or
+``LAYERSxHIDDEN/HEADS:fMLP`` with the MLP's width given (``24x96/2:f192``: 24 layers at the parameters of 16 with
+MLP 384). Prints a table and writes JSON with the machine, and the size the committed releases take now
+(``releases_mb``; issue 4 allows ~30 MB in all).
 
 ``--family qwen2.5-vl`` times Qwen2.5-VL targets instead (no Qwen2.5-VL release is committed): the committed
 tokenizer, and the vision tower ``train_releases_gpu.sh`` gives a Qwen release target (hidden 128, 4 layers, 4 heads,
 8 px patches, 64 x 64 pixels a frame: 16 visual tokens per frame pair) with random weights like the language model::
 
     python benchmarks/release_shape_cpu.py --family qwen2.5-vl --shapes 16x96/2,24x96/2,12x128/2
+
+``--tower h192`` or ``h256`` gives that Qwen target a wider tower (4 layers, heads of 32), as
+``RELEASE_TOWER=h256`` does in train_releases_gpu.sh.
 """
 
 from __future__ import annotations
@@ -41,20 +46,27 @@ SHAPES = "6x192/6,10x192/6,16x192/3,24x192/3,16x128/2,24x128/2,24x256/4"
 
 
 def parse_shape(text: str) -> dict:
-    """``"24x128/2"`` -> layers, hidden size, heads and key/value heads.
+    """``"24x128/2"`` -> layers, hidden size, heads, key/value heads and MLP width (``"24x96/2:f192"``: 192; else
+    None, the architecture's 4 x hidden).
 
     Raises:
         ValueError: a malformed shape, named in the message.
     """
     try:
-        dims, heads = text.split("/")
+        core, _, mlp = text.partition(":")
+        dims, heads = core.split("/")
         layers, hidden = (int(x) for x in dims.split("x"))
         heads = int(heads)
+        if mlp and not mlp.startswith("f"):
+            raise ValueError
+        intermediate = int(mlp[1:]) if mlp else None
     except ValueError:
-        raise ValueError(f"shape {text!r}: expected LAYERSxHIDDEN/HEADS, e.g. 24x128/2") from None
-    if min(layers, hidden, heads) < 1 or hidden % heads:
+        raise ValueError(
+            f"shape {text!r}: expected LAYERSxHIDDEN/HEADS[:fMLP], e.g. 24x128/2 or 24x96/2:f192") from None
+    if min(layers, hidden, heads, 1 if intermediate is None else intermediate) < 1 or hidden % heads:
         raise ValueError(f"shape {text!r}: the hidden size must be a positive multiple of the heads")
-    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": 2 if heads % 2 == 0 else 1}
+    return {"layers": layers, "hidden": hidden, "heads": heads, "kv_heads": 2 if heads % 2 == 0 else 1,
+            "intermediate": intermediate}
 
 
 def committed_parts() -> dict:
@@ -73,20 +85,26 @@ def committed_parts() -> dict:
 QWEN_TOWER = {"family": "qwen2.5-vl", "vision_hidden_size": 128, "vision_layers": 4, "vision_heads": 4,
               "patch_size": 8, "image_size": 64}
 QWEN_OPTIONS = {"min_pixels": 4096, "max_pixels": 4096}
+#: ``--tower``: the Qwen2.5-VL tower's width (heads of 32), as train_releases_gpu.sh's RELEASE_TOWER.
+QWEN_TOWER_WIDTHS = {"h128": 128, "h192": 192, "h256": 256}
 
 
-def build(shape: dict, committed: dict, out: Path, seed: int = 0, family: str = "llava-ov") -> int:
+def build(shape: dict, committed: dict, out: Path, seed: int = 0, family: str = "llava-ov",
+          tower: str = "h128") -> int:
     """The committed release folder copied to ``out`` with its language model at ``shape`` (random weights, the
     vision tower kept; ``committed``: :func:`committed_parts`); returns the parameter count. ``family="qwen2.5-vl"``:
-    a Qwen2.5-VL release folder instead (the committed tokenizer, :data:`QWEN_TOWER` with random weights)."""
+    a Qwen2.5-VL release folder instead (the committed tokenizer, :data:`QWEN_TOWER` at width ``tower`` with random
+    weights)."""
     from dataclasses import replace
 
     from vidspec.draft_training.arch import build_hf_config, hf_model_class
     from vidspec.draft_training.export import write_release_options
 
+    width = QWEN_TOWER_WIDTHS[tower]
+    qwen = {**QWEN_TOWER, "vision_hidden_size": width, "vision_heads": width // 32}
     arch = replace(committed["arch"], num_layers=shape["layers"], hidden_size=shape["hidden"],
-                   num_heads=shape["heads"], num_kv_heads=shape["kv_heads"],
-                   **(QWEN_TOWER if family == "qwen2.5-vl" else {}))
+                   num_heads=shape["heads"], num_kv_heads=shape["kv_heads"], intermediate_size=shape["intermediate"],
+                   **(qwen if family == "qwen2.5-vl" else {}))
     torch.manual_seed(seed)
     model = hf_model_class(arch.family)(build_hf_config(arch, committed["tokenizer"]))
     if family == "qwen2.5-vl":
@@ -129,12 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="torch threads (default 2: the bar's 2 cores)")
     ap.add_argument("--family", choices=("llava-ov", "qwen2.5-vl"), default="llava-ov",
                     help="llava-ov: the committed target's tower and processor; qwen2.5-vl: a Qwen release target's")
+    ap.add_argument("--tower", choices=sorted(QWEN_TOWER_WIDTHS), default="h128",
+                    help="qwen2.5-vl: the tower's width (default h128, the release tower)")
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args(argv)
     try:
         shapes = [parse_shape(s) | {"name": s} for s in args.shapes.split(",")]
     except ValueError as e:
         ap.error(str(e))
+    if args.family == "llava-ov" and args.tower != "h128":
+        ap.error("--tower widens a Qwen2.5-VL target's tower (--family qwen2.5-vl); llava-ov keeps the committed one")
     if not (COMMITTED / "config.json").is_file():
         ap.error(f"{COMMITTED}: the committed release target is missing")
     torch.set_num_threads(args.threads)
@@ -150,15 +172,18 @@ def main(argv: list[str] | None = None) -> int:
         videos = sorted((data / "videos").rglob("*.mp4"))[: args.videos]
         for shape in shapes:
             folder = Path(tmp) / shape["name"].replace("/", "h")
-            params = build(shape, committed, folder, family=args.family)
+            params = build(shape, committed, folder, family=args.family, tower=args.tower)
             row = {**shape, "parameters": params, "bf16_mb": params * 2 / 1e6,
                    **time_captions(folder, videos, args.new_tokens, args.repeats)}
             rows.append(row)
             print(f"| {shape['name']} | {params / 1e6:.2f}M | {row['bf16_mb']:.1f} MB | "
                   f"{row['seconds_per_caption']:.2f} s | {row['new_tokens']:.0f} |", flush=True)
     tower = ("the committed tower, tokenizer and processor" if args.family == "llava-ov" else
-             f"the committed tokenizer; a Qwen2.5-VL tower {QWEN_TOWER} with random weights")
-    doc = {"bar_seconds": 2.0, "threads": args.threads, "family": args.family, "shapes": rows,
+             f"the committed tokenizer; a Qwen2.5-VL tower {QWEN_TOWER}, width {args.tower}, with random weights")
+    releases_mb = sum(f.stat().st_size for f in COMMITTED.parent.rglob("*") if f.is_file()) / 1e6
+    print(f"the committed releases take {releases_mb:.2f} MB (issue 4: ~30 MB in all)")
+    doc = {"bar_seconds": 2.0, "threads": args.threads, "family": args.family, "tower": args.tower,
+           "releases_mb": releases_mb, "shapes": rows,
            "machine": machine_info("cpu"), "git": git_info(),
            "note": f"random language-model weights at each shape; {tower}; AR decodes of a fixed length"}
     if args.out:
