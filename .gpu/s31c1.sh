@@ -25,5 +25,5 @@
 RUN=${RUN:-r31-qwen} LR=${LR:-1.0e-3} RELEASE_TOWER=${RELEASE_TOWER:-h128} VISION_STEPS=${VISION_STEPS:-8000} \
   TARGET_STEPS=${TARGET_STEPS:-3600} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-1600} \
   TARGET_TIME=${TARGET_TIME:-00:00:10:00} \
-  TARGET_EXTRA=${TARGET_EXTRA:-"--model.init_args.arch.num_layers ${TARGET_LAYERS:-16} --model.init_args.arch.intermediate_size ${TARGET_FFN:-384} --model.init_args.arch.hidden_size 96 --model.init_args.arch.num_heads 2 --model.init_args.arch.num_kv_heads 2 --model.init_args.arch.mrope_section [2,2,20] --model.init_args.arch.rope_theta 100"} \
+  TARGET_EXTRA=${TARGET_EXTRA:-"--model.init_args.arch.num_layers ${TARGET_LAYERS:-16} ${TARGET_FFN:+--model.init_args.arch.intermediate_size $TARGET_FFN }--model.init_args.arch.hidden_size 96 --model.init_args.arch.num_heads 2 --model.init_args.arch.num_kv_heads 2 --model.init_args.arch.mrope_section [2,2,20] --model.init_args.arch.rope_theta 100"} \
   bash .gpu/s28c1.sh

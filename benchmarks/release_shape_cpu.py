@@ -89,22 +89,25 @@ QWEN_OPTIONS = {"min_pixels": 4096, "max_pixels": 4096}
 QWEN_TOWER_WIDTHS = {"h128": 128, "h192": 192, "h256": 256}
 
 
+def qwen_tower(tower: str) -> dict:
+    """:data:`QWEN_TOWER` at the width ``--tower`` names (``"h256"``: hidden 256, 8 heads)."""
+    width = QWEN_TOWER_WIDTHS[tower]
+    return {**QWEN_TOWER, "vision_hidden_size": width, "vision_heads": width // 32}
+
+
 def build(shape: dict, committed: dict, out: Path, seed: int = 0, family: str = "llava-ov",
           tower: str = "h128") -> int:
     """The committed release folder copied to ``out`` with its language model at ``shape`` (random weights, the
     vision tower kept; ``committed``: :func:`committed_parts`); returns the parameter count. ``family="qwen2.5-vl"``:
-    a Qwen2.5-VL release folder instead (the committed tokenizer, :data:`QWEN_TOWER` at width ``tower`` with random
-    weights)."""
+    a Qwen2.5-VL release folder instead (the committed tokenizer, :func:`qwen_tower` with random weights)."""
     from dataclasses import replace
 
     from vidspec.draft_training.arch import build_hf_config, hf_model_class
     from vidspec.draft_training.export import write_release_options
 
-    width = QWEN_TOWER_WIDTHS[tower]
-    qwen = {**QWEN_TOWER, "vision_hidden_size": width, "vision_heads": width // 32}
     arch = replace(committed["arch"], num_layers=shape["layers"], hidden_size=shape["hidden"],
                    num_heads=shape["heads"], num_kv_heads=shape["kv_heads"], intermediate_size=shape["intermediate"],
-                   **(qwen if family == "qwen2.5-vl" else {}))
+                   **(qwen_tower(tower) if family == "qwen2.5-vl" else {}))
     torch.manual_seed(seed)
     model = hf_model_class(arch.family)(build_hf_config(arch, committed["tokenizer"]))
     if family == "qwen2.5-vl":
@@ -179,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {shape['name']} | {params / 1e6:.2f}M | {row['bf16_mb']:.1f} MB | "
                   f"{row['seconds_per_caption']:.2f} s | {row['new_tokens']:.0f} |", flush=True)
     tower = ("the committed tower, tokenizer and processor" if args.family == "llava-ov" else
-             f"the committed tokenizer; a Qwen2.5-VL tower {QWEN_TOWER}, width {args.tower}, with random weights")
+             f"the committed tokenizer; a Qwen2.5-VL tower {qwen_tower(args.tower)} with random weights")
     releases_mb = sum(f.stat().st_size for f in COMMITTED.parent.rglob("*") if f.is_file()) / 1e6
     print(f"the committed releases take {releases_mb:.2f} MB (issue 4: ~30 MB in all)")
     doc = {"bar_seconds": 2.0, "threads": args.threads, "family": args.family, "tower": args.tower,
