@@ -10,8 +10,12 @@
 # bfloat16 with it and 12.8 MB with h256, and data/releases/ has 9.5 of its ~30 MB left for target, draft VLM
 # (0.95 MB) and Sparrow (0.67 MB). Call 1 logs the tower's probe every 1000 steps (vision/vision_learnability.json in
 # r15runs.tgz). .gpu/s30c3.sh (h128 for 8000 steps on 20,000 and on 60,000 scenes, h256 for 6000) can follow with
-# time left; if 60,000 scenes read shapes better, a later run adds VISION_TRAIN=60000 to every call.
+# time left.
 # RELEASE_TOWER=h256 VISION_STEPS=6000 trains a pair that can be measured but not committed.
+# VISION_TRAIN=60000 (session 32): session 30's frozen tower, read on CPU by linear and MLP read-outs of its merged
+# tokens and of its pre-merger states, reads shape at 0.99 / 0.93 on its 20,000 training scenes and at 0.84-0.86 on
+# held-out ones (benchmarks/results/session32/tower_readout_s30.json): it memorised its scenes, so it gets three times
+# as many (~15 s more rendering with 12 workers).
 #   call 1: STOP_AFTER=sft bash .gpu/s31c1.sh   SynthVid, the tower, the draft VLM (background), SFT steps 0-1600
 #   call 2: STOP_AFTER=sft bash .gpu/s31c1.sh   SFT steps 1600-3600 and the stage's export (paused stages resume)
 #   call 3: bash .gpu/s31c1.sh                  the MCQ fine-tune (800 steps), Sparrow, figures
@@ -23,6 +27,7 @@
 # One layer over s28c1.sh (the LLaVA-OV release's recipe for the Qwen pair), with every setting of s30c1.sh restated
 # here rather than inherited through s30c1.sh -> s29c1.sh.
 RUN=${RUN:-r31-qwen} LR=${LR:-1.0e-3} RELEASE_TOWER=${RELEASE_TOWER:-h128} VISION_STEPS=${VISION_STEPS:-8000} \
+  VISION_TRAIN=${VISION_TRAIN:-60000} \
   TARGET_STEPS=${TARGET_STEPS:-3600} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-1600} \
   TARGET_TIME=${TARGET_TIME:-00:00:10:00} \
   TARGET_EXTRA=${TARGET_EXTRA:-"--model.init_args.arch.num_layers ${TARGET_LAYERS:-16} ${TARGET_FFN:+--model.init_args.arch.intermediate_size $TARGET_FFN }--model.init_args.arch.hidden_size 96 --model.init_args.arch.num_heads 2 --model.init_args.arch.num_kv_heads 2 --model.init_args.arch.mrope_section [2,2,20] --model.init_args.arch.rope_theta 100"} \
