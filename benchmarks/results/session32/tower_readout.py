@@ -10,7 +10,8 @@ probe does (two frame pairs [first, first], [last, last]), and fits read-outs on
 - mlp-max: a 2-layer MLP on each merged token, max-pooled over the tokens;
 - and the same three on the tower's last hidden states before the merger (``pre-merger``).
 
-Training scenes: make_data(N, seed 0), held out: make_data(2000, seed 1), as vision_learnability.py draws them.
+Read-out training scenes: make_data(N, --train-seed): seed 0 is the tower's own pretraining set (as
+vision_learnability.py draws it), seed 2 scenes it never saw; held out: make_data(2000, seed 1), the probe's test set.
 
     OMP_NUM_THREADS=2 python benchmarks/results/session32/tower_readout.py \
         --model /tmp/s30/gpu/stages/synthvid-target-sft --tower-json /tmp/s30/gpu/vision/tower.json \
@@ -107,6 +108,8 @@ def main() -> int:
     ap.add_argument("--model", required=True, help="exported Qwen2.5-VL folder (a stage or release)")
     ap.add_argument("--tower-json", required=True, help="the tower's tower.json (its ArchConfig)")
     ap.add_argument("--train", type=int, default=20000)
+    ap.add_argument("--train-seed", type=int, default=0,
+                    help="seed of the read-outs' training scenes: 0 is the tower's own pretraining set, 2 fresh scenes")
     ap.add_argument("--test", type=int, default=2000)
     ap.add_argument("--steps", type=int, default=3000, help="read-out training steps (batch 256)")
     ap.add_argument("--workers", type=int, default=2)
@@ -114,7 +117,7 @@ def main() -> int:
     a = ap.parse_args()
     t0 = time.perf_counter()
     probe = load_tower(a.model, a.tower_json)
-    tr = make_data(a.train, 0, "easy", probe.patch * 8, a.workers)
+    tr = make_data(a.train, a.train_seed, "easy", probe.patch * 8, a.workers)
     te = make_data(a.test, 1, "easy", probe.patch * 8, a.workers)
     print(f"rendered {a.train}+{a.test} scenes in {time.perf_counter() - t0:.0f} s", flush=True)
     feats_tr, feats_te = encode(probe, tr[0], tr[1]), encode(probe, te[0], te[1])
