@@ -13,7 +13,7 @@
 # PROFILE (release) and EVAL_LIMIT (40) pass through to train_releases_gpu.sh (s28c2.sh: PROFILE=gpu, 150 captions).
 source .gpu/setup.sh; date
 F=${FAMILY:-llava-ov}; R=$PWD/runs/${RUN:-r15-$F}; X=$OUT/x15r; mkdir -p $X $R  # RUN: another run folder (a second target on one machine)
-D=$([[ $F == llava-ov ]] && echo $PWD/data/releases/synthvid-draft)
+D=${DRAFT:-$([[ $F == llava-ov ]] && echo $PWD/data/releases/synthvid-draft)}  # DRAFT: a draft VLM release to reuse
 OUT=$R PROFILE=${PROFILE:-release} FAMILY=$F DATA=$PWD/runs/h15/synthvid DRAFT=$D WORKERS=12 EVAL_LIMIT=${EVAL_LIMIT:-40} \
   VIDSPEC=vidspec PY=python3 timeout ${LIMIT:-540} bash benchmarks/train_releases_gpu.sh > $X/train.log 2>&1
 echo "train rc $?" >> $X/train.log
