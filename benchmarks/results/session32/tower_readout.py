@@ -31,8 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/
 from vision_learnability import make_data  # noqa: E402
 
 from vidspec.draft_training.arch import ArchConfig  # noqa: E402
-from vidspec.draft_training.qwen_vision import tower_indices  # noqa: E402
-from vidspec.draft_training.vision_pretrain import QwenTowerProbe, patchify_batch  # noqa: E402
+from vidspec.draft_training.vision_pretrain import QwenTowerProbe  # noqa: E402
 
 
 def load_tower(model_dir: str, tower_json: str) -> QwenTowerProbe:
@@ -42,8 +41,7 @@ def load_tower(model_dir: str, tower_json: str) -> QwenTowerProbe:
     probe = QwenTowerProbe(arch, (6, 10, 5))
     state = load_file(str(Path(model_dir) / "model.safetensors"))
     tower = {k.split("visual.", 1)[1]: v.float() for k, v in state.items() if "visual." in k}
-    missing, unexpected = probe.tower.load_state_dict(tower, strict=True), None
-    del missing, unexpected
+    probe.tower.load_state_dict(tower, strict=True)
     return probe.eval()
 
 
@@ -51,12 +49,8 @@ def load_tower(model_dir: str, tower_json: str) -> QwenTowerProbe:
 def encode(probe: QwenTowerProbe, first, last, batch: int = 250):
     merged, pre = [], []
     for s in range(0, first.shape[0], batch):
-        f, la = first[s:s + batch].permute(0, 2, 3, 1), last[s:s + batch].permute(0, 2, 3, 1)
-        b, h, w = f.shape[0], f.shape[1], f.shape[2]
-        clip = torch.stack([f, f, la, la], dim=1)
-        grid = torch.tensor([[2, h // probe.patch, w // probe.patch]]).expand(b, 3)
-        idx = {k.removeprefix("video_"): v for k, v in tower_indices(probe.tower, grid).items()}
-        out = probe.tower(patchify_batch(clip, probe.patch), grid_thw=grid, **idx)
+        b = first[s:s + batch].shape[0]
+        out = probe.encode(first[s:s + batch], last[s:s + batch])
         tok = out.pooler_output.view(b, 2, -1, out.pooler_output.shape[-1])[:, 0]
         hid = out.last_hidden_state.view(b, 2, -1, out.last_hidden_state.shape[-1])[:, 0]  # window order: a set
         merged.append(tok.clone())

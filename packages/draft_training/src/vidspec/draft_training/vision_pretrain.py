@@ -96,8 +96,9 @@ class QwenTowerProbe(nn.Module):
         self.colour = nn.Linear(d, classes[1])
         self.motion = nn.Linear(2 * units * d, classes[2])
 
-    def forward(self, first: torch.Tensor, last: torch.Tensor):
-        """``first``, ``last``: ``(B, 3, H, W) uint8`` frames, as :class:`TowerProbe` takes them."""
+    def encode(self, first: torch.Tensor, last: torch.Tensor):
+        """The tower's output on the scenes as two frame pairs, [first, first] and [last, last]: ``pooler_output``
+        holds the merged tokens, ``last_hidden_state`` the states before the merger (in window order)."""
         b, _, h, w = first.shape
         first, last = first.permute(0, 2, 3, 1), last.permute(0, 2, 3, 1)
         clip = torch.stack([first, first, last, last], dim=1)  # two frame pairs, (B, 4, H, W, 3)
@@ -106,7 +107,12 @@ class QwenTowerProbe(nn.Module):
 
         # the tower's per-video positions and window order, built once per batch shape (not per video, per step)
         pre = {k.removeprefix("video_"): v for k, v in tower_indices(self.tower, grid).items()}
-        tok = self.tower(patchify_batch(clip, self.patch), grid_thw=grid, **pre).pooler_output
+        return self.tower(patchify_batch(clip, self.patch), grid_thw=grid, **pre)
+
+    def forward(self, first: torch.Tensor, last: torch.Tensor):
+        """``first``, ``last``: ``(B, 3, H, W) uint8`` frames, as :class:`TowerProbe` takes them."""
+        b = first.shape[0]
+        tok = self.encode(first, last).pooler_output
         tok = tok.view(b, 2, -1, tok.shape[-1])
         pooled = tok[:, 0].mean(1)
         return self.shape(pooled), self.colour(pooled), self.motion(tok.flatten(1))
