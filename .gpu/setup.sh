@@ -14,10 +14,15 @@ if [ ! -f /tmp/site/.wheels-ready ]; then  # once per machine
   tar -C /tmp/site -xJf .whl-x/p.txz && tar -C /tmp/site -xJf .whl-x/av.txz || { echo "setup: cannot unpack .whl-x"; exit 3; }
   touch /tmp/site/.wheels-ready
 fi
-# Every call (a warm machine's copy may be older than this call's tree): the vidspec distributions.
-python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site \
-  ./packages/decoding ./packages/draft_training ./packages/evaluation > /tmp/site-install.log 2>&1 \
-  || { cat /tmp/site-install.log; echo "setup: pip install of the vidspec packages failed"; exit 3; }
+# Every call (a warm machine's copy may be older than this call's tree): the vidspec distributions. Scripts started by
+# a call that has already sourced this (VIDSPEC_SETUP_DONE) skip the install: two runs side by side must not
+# reinstall into /tmp/site at the same time.
+if [ -z "${VIDSPEC_SETUP_DONE:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target /tmp/site \
+    ./packages/decoding ./packages/draft_training ./packages/evaluation > /tmp/site-install.log 2>&1 \
+    || { cat /tmp/site-install.log; echo "setup: pip install of the vidspec packages failed"; exit 3; }
+fi
+export VIDSPEC_SETUP_DONE=1
 export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 [ -f .gitsha ] && export VIDSPEC_GIT_SHA=$(cat .gitsha)
 python3 -c "import torch, transformers, datasets, jsonargparse, av, vidspec.decoding, vidspec.draft_training, vidspec.evaluation; print('setup: torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())" || exit 3

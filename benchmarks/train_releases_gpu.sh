@@ -36,8 +36,9 @@
 # spanning TARGET_STEPS, so a longer SFT spans several device calls; a call that stops before TARGET_STEPS exits 3
 # with "paused" and leaves the Sparrow stage and the figures to the call that completes it. Lightning restores
 # the elapsed time with the checkpoint, so TARGET_TIME is the whole stage's budget, not one call's).
-# STOP_AFTER (unset; "sft": exit 0 once the first target stage is exported and the draft VLM is done, leaving the
-# fine-tune, Sparrow and the figures to the same command without it: a device call that holds the SFT alone).
+# STOP_AFTER (unset; "vision": exit 0 once SynthVid and the tower exist, for runs that then share them; "sft": exit 0
+# once the first target stage is exported and the draft VLM is done, leaving the fine-tune, Sparrow and the figures
+# to the same command without it: a device call that holds the SFT alone). FIGURES (1; 0: stop before the figures).
 # FAMILY (llava-ov; qwen2.5-vl trains Qwen2_5_VLForConditionalGeneration target and draft VLM of the same sizes: 8 px
 # patches with the 2x2 merge, so a 64x64 frame pair gives 16 tokens; its tower and merger are pretrained as SigLIP's
 # is, on the scenes read as two frame pairs (vision_learnability.py --family qwen2.5-vl), and kept frozen; the draft
@@ -157,6 +158,11 @@ if [[ ! -f "$OUT/vision/tower.safetensors" ]]; then
     --every $([[ "${SMOKE:-0}" == "1" ]] && echo 3 || echo 1000) --out "$OUT/vision" --save "$OUT/vision" | tail -4
 fi
 
+if [[ "${STOP_AFTER:-}" == vision ]]; then  # SynthVid and the tower alone: runs side by side then share them
+  echo "== STOP_AFTER=vision: $DATA and $OUT/vision are ready"
+  exit 0
+fi
+
 ckpt_step() {  # a Lightning checkpoint's global step
   $PY -c "import sys, torch; print(int(torch.load(sys.argv[1], map_location='cpu', weights_only=False)['global_step']))" "$1"
 }
@@ -237,6 +243,9 @@ train sparrow-synthvid sparrow-tiny-cpu "$SPARROW_TIME" "${SPARROW_STEPS:-$SMALL
 wait
 [[ -f "$OUT/draft.log" ]] && tail -3 "$OUT/draft.log"
 
+if [[ "${FIGURES:-1}" == 0 ]]; then  # the figures left to the CPU (train_testbed.py --device cpu)
+  echo "== figures skipped (FIGURES=0)"; exit 0
+fi
 echo "== figures"
 DRAFT_ARGS=()
 [[ -n "${DRAFT:-}" && -f "$DRAFT/config.json" ]] && DRAFT_ARGS=(--draft "$DRAFT")

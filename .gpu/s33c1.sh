@@ -1,0 +1,37 @@
+# template, session 33: two Qwen2.5-VL release targets side by side on one H200, on the same SynthVid set and the
+# same pretrained tower (60,000 scenes, 6000 steps: RESULTS 38.3), so that one device session tests two levers:
+#   a  runs/r31-qwen     16 x 96, MLP 384 (38.3's recipe), its SFT schedule of 2300 steps run to the end
+#   b  runs/r33-qwen24   24 x 96, MLP 192: the same size (RESULTS 37.1/37.3), the LLaVA-OV release's depth
+# Each is `.gpu/s32c1.sh` (-> s31c1.sh -> s28c1.sh -> s15c3.sh) with its own RUN and OUT; only the depth differs.
+# The SFTs of a tiny model leave the GPU mostly idle (38.3: ~114 ms a step, ~140k tokens/s), so two share it.
+#   call 1: STOP_AFTER=sft bash .gpu/s33c1.sh   SynthVid, the tower (once), then both SFTs until the call's deadline
+#   call 2: FIGURES=0 bash .gpu/s33c1.sh        both SFTs resume from their last checkpoint (every 100 steps) and
+#                                               finish, then the MCQ fine-tune (800 steps) and Sparrow of each
+# with carry [".whl-x", ".gitsha", "runs/s30-qwen-draft"] (cp -r SESSION30/releases/synthvid-draft there first).
+# The stages are not paused by a step count: speeds side by side are not known, so each run is killed at the call's
+# DEADLINE (575 s from the start of this script) and the next call resumes it; TARGET_TIME is the whole stage's
+# budget across calls (Lightning restores its elapsed time), set so that it does not end a stage early. The figures
+# are left to the CPU (train_testbed.py --device cpu). Everything comes back as s33.tar.part-* (15 MB pieces).
+source .gpu/setup.sh; date; T0=$(date +%s)
+O=$OUT; DEADLINE=${DEADLINE:-575}
+A=runs/r31-qwen; B=runs/r33-qwen24
+export TARGET_STEPS=${TARGET_STEPS:-2300} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-2300}
+export TARGET_TIME=${TARGET_TIME:-00:00:15:00}
+if [[ ! -f $A/vision/tower.safetensors ]]; then
+  STOP_AFTER=vision OUT=$O/v LIMIT=$DEADLINE bash .gpu/s32c1.sh
+  rm -f $O/v/r15-releases.tgz.part-*
+fi
+[[ -f $A/vision/tower.safetensors ]] || { echo "s33c1: no tower in $A/vision"; exit 5; }
+mkdir -p $B; [[ -f $B/vision/tower.safetensors ]] || cp -r $A/vision $B/
+left=$(( DEADLINE - ($(date +%s) - T0) )); echo "== both runs: $left s left"
+(OUT=$O/a LIMIT=$left bash .gpu/s32c1.sh) > $O/a.log 2>&1 &
+(OUT=$O/b LIMIT=$left RUN=r33-qwen24 TARGET_LAYERS=24 TARGET_FFN=192 bash .gpu/s32c1.sh) > $O/b.log 2>&1 &
+wait
+for r in a b; do echo "== run $r"; grep -v -i warn $O/$r.log | grep -E "^==|rc |tau|^   [0-9]+ s" | tail -12; done
+for r in $A $B; do  # the curves (steps, losses, validation), for the RESULTS entry
+  for m in $r/runs/*/metrics.jsonl; do
+    [[ -f $m ]] && echo "$m: $(tail -1 $m | cut -c1-60); $(grep '"val/loss"' $m | tail -1)"
+  done
+done
+tar cf - -C $O $(cd $O && ls) | split -b 15m - $O/s33.tar.part- && (cd $O && ls | grep -v '^s33.tar.part-' | xargs rm -rf)
+ls -la $O; date
