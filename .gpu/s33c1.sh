@@ -1,5 +1,8 @@
 # template, session 33: two Qwen2.5-VL release targets side by side on one H200, on the same SynthVid set and the
-# same pretrained tower (60,000 scenes, 6000 steps: RESULTS 38.3), so that one device session tests two levers:
+# same pretrained tower (60,000 scenes, 6000 steps: RESULTS 38.3), so that one device session tests two levers.
+# The tower pretrains on what the target is fed (VISION_EXTRA="--pairs --codec"): the scenes' real frame pairs,
+# through H.264. benchmarks/results/session33/tower_shift.py: session 32's tower, pretrained on each end frame twice
+# in memory, read shape at 0.93 there and at 0.69 on the codec's (f0, f1) pairs, about the target's 0.75 shape words.
 #   a  runs/r31-qwen     16 x 96, MLP 384 (38.3's recipe), its SFT schedule of 2300 steps run to the end
 #   b  runs/r33-qwen24   24 x 96, MLP 192: the same size (RESULTS 37.1/37.3), the LLaVA-OV release's depth
 # Each is `.gpu/s32c1.sh` (-> s31c1.sh -> s28c1.sh -> s15c3.sh) with its own RUN and OUT; only the depth differs.
@@ -16,7 +19,7 @@ source .gpu/setup.sh; date; T0=$(date +%s)
 O=$OUT; DEADLINE=${DEADLINE:-575}
 A=runs/r31-qwen; B=runs/r33-qwen24
 export TARGET_STEPS=${TARGET_STEPS:-2300} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-2300}
-export TARGET_TIME=${TARGET_TIME:-00:00:15:00}
+export TARGET_TIME=${TARGET_TIME:-00:00:15:00} VISION_EXTRA=${VISION_EXTRA:---pairs --codec}
 if [[ ! -f $A/vision/tower.safetensors ]]; then
   STOP_AFTER=vision OUT=$O/v LIMIT=$DEADLINE bash .gpu/s32c1.sh
   rm -f $O/v/r15-releases.tgz.part-*

@@ -30,7 +30,8 @@
 # the target every N steps on VAL_SAMPLES (256) validation rows, captions and questions in turn, logging val/loss and
 # the teacher-forced letter accuracy per question type, val/mcq_acc/<type>; off by default), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
-# VISION_TRAIN (20000: the one-object scenes the tower pretrains on; the towers up to session 15 reached a held-out
+# VISION_EXTRA (more vision_learnability.py arguments: --pairs --codec pretrain the Qwen tower on the frame pairs and
+# the H.264 frames its target gets, session 33), VISION_TRAIN (20000: the one-object scenes the tower pretrains on; the towers up to session 15 reached a held-out
 # shape probe of 0.72-0.78, which world version 1's square/diamond ambiguity explains, RESULTS 22.5), FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
 # most N more steps per call of this script and resumes from its last checkpoint in the next, with its LR schedule
 # spanning TARGET_STEPS, so a longer SFT spans several device calls; a call that stops before TARGET_STEPS exits 3
@@ -155,7 +156,8 @@ if [[ ! -f "$OUT/vision/tower.safetensors" ]]; then
   $PY benchmarks/vision_learnability.py --configs "$VISION_CFG" --steps "$VISION_STEPS" --device "$DEV" \
     --family "$FAMILY" --lm-hidden "$LM_HIDDEN" \
     --workers "$WORKERS" --train $([[ "${SMOKE:-0}" == "1" ]] && echo 16 || echo "${VISION_TRAIN:-20000}") --test $([[ "${SMOKE:-0}" == "1" ]] && echo 8 || echo 2000) \
-    --every $([[ "${SMOKE:-0}" == "1" ]] && echo 3 || echo 1000) --out "$OUT/vision" --save "$OUT/vision" | tail -4
+    --every $([[ "${SMOKE:-0}" == "1" ]] && echo 3 || echo 1000) --out "$OUT/vision" --save "$OUT/vision" \
+    ${VISION_EXTRA:-} | tail -4
 fi
 
 if [[ "${STOP_AFTER:-}" == vision ]]; then  # SynthVid and the tower alone: runs side by side then share them

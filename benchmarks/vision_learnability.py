@@ -60,18 +60,42 @@ def parse_config(text: str) -> dict:
     return out
 
 
-def _render_ends(scenes: list) -> list:
-    """First and last frame of each scene (a worker's share of :func:`make_data`)."""
-    from vidspec.evaluation.synthvid.render import render_frame
+def _render_ends(scenes: list, pairs: bool = False, codec: bool = False) -> list:
+    """First and last frame of each scene (a worker's share of :func:`make_data`); with ``pairs`` the first and
+    the last frame pair, (f0, f1) and (f[T-2], f[T-1]); with ``codec`` through H.264 and back, as a SynthVid mp4."""
+    from vidspec.evaluation.synthvid.render import render_frame, render_video
 
-    return [(render_frame(s, 0), render_frame(s, s.config.num_frames - 1)) for s in scenes]
+    out = []
+    for s in scenes:
+        t = s.config.num_frames
+        if codec:
+            import tempfile
+
+            from vidspec.decoding.video import read_video
+            from vidspec.evaluation.synthvid.render import encode_mp4
+
+            with tempfile.TemporaryDirectory() as tmp:
+                encode_mp4(render_video(s), f"{tmp}/clip.mp4", fps=s.config.fps, crf=s.config.crf)
+                clip = read_video(f"{tmp}/clip.mp4", max_frames=t).frames
+            frame = clip.__getitem__
+        else:
+            def frame(i, s=s):
+                return render_frame(s, i)
+        if pairs:
+            out.append((np.stack([frame(0), frame(1)]), np.stack([frame(t - 2), frame(t - 1)])))
+        else:
+            out.append((frame(0), frame(t - 1)))
+    return out
 
 
-def make_data(n: int, seed: int, preset_name: str, size: int, workers: int = 1):
+def make_data(n: int, seed: int, preset_name: str, size: int, workers: int = 1, pairs: bool = False,
+              codec: bool = False):
     """``n`` one-object SynthVid scenes rendered in memory: first/last frames and (shape, colour, motion).
 
     The scenes are drawn in this process from one generator, so ``workers`` (processes that render them) changes
-    the time taken, never the data.
+    the time taken, never the data. ``pairs``: each end is a frame pair, (f0, f1) and (f[T-2], f[T-1]) as
+    ``(N, 2, 3, H, W)``, the pairs a Qwen2.5-VL target's tower reads (a moving object sits in two places in one);
+    ``codec``: the frames go through H.264 (the world's crf) and vidspec's reader, as the target's do.
     """
     from vidspec.evaluation.synthvid.world import COLOURS, preset, sample_scene
 
@@ -85,14 +109,18 @@ def make_data(n: int, seed: int, preset_name: str, size: int, workers: int = 1):
         import multiprocessing as mp
 
         step = -(-n // (workers * 4))
+        from functools import partial
+
         with mp.get_context("spawn").Pool(workers) as pool:
-            ends = [e for part in pool.map(_render_ends, [scenes[i:i + step] for i in range(0, n, step)]) for e in part]
+            ends = [e for part in pool.map(partial(_render_ends, pairs=pairs, codec=codec),
+                                           [scenes[i:i + step] for i in range(0, n, step)]) for e in part]
     else:
-        ends = _render_ends(scenes)
+        ends = _render_ends(scenes, pairs, codec)
     first, last = [e[0] for e in ends], [e[1] for e in ends]
 
-    def to_t(a):
-        return torch.tensor(np.stack(a)).permute(0, 3, 1, 2).contiguous()
+    def to_t(a):  # (N, [2,] H, W, 3) -> (N, [2,] 3, H, W)
+        x = torch.tensor(np.stack(a))
+        return x.movedim(-1, -3).contiguous()
 
     return to_t(first), to_t(last), torch.tensor(ys), (len(shapes), len(colours), len(motions))
 
@@ -123,14 +151,21 @@ def main(argv: list[str] | None = None) -> int:
                     help="the tower: LLaVA-OV's SigLIP, or Qwen2.5-VL's (frame pairs, windowed attention, merger)")
     ap.add_argument("--lm-hidden", type=int, default=192,
                     help="qwen2.5-vl: the language model width its merger projects into (the target's hidden_size)")
+    ap.add_argument("--pairs", action="store_true",
+                    help="qwen2.5-vl: train and test on the scenes' real frame pairs, (f0, f1) and (f[T-2], f[T-1]), "
+                         "instead of each end frame twice (the pairs the target's tower gets)")
+    ap.add_argument("--codec", action="store_true",
+                    help="frames through H.264 and vidspec's reader, as the target gets SynthVid's mp4s")
     ap.add_argument("--out", default="runs/vision-learnability")
     ap.add_argument("--save", default=None,
                     help="save the first config's tower here (tower.safetensors), for VLMSFTModule(vision_init=...)")
     a = ap.parse_args(argv)
+    if a.pairs and a.family != "qwen2.5-vl":
+        ap.error("--pairs is for --family qwen2.5-vl (SigLIP reads single frames)")
     configs = [parse_config(t) for t in a.configs.split(",") if t]
     t0 = time.perf_counter()
-    f, l_, y, classes = make_data(a.train, 0, a.preset, a.size, a.workers)
-    tf, tl, ty, _ = make_data(a.test, 1, a.preset, a.size, a.workers)
+    f, l_, y, classes = make_data(a.train, 0, a.preset, a.size, a.workers, a.pairs, a.codec)
+    tf, tl, ty, _ = make_data(a.test, 1, a.preset, a.size, a.workers, a.pairs, a.codec)
     print(f"rendered {a.train}+{a.test} scenes in {time.perf_counter() - t0:.1f} s", flush=True)
     from vidspec.draft_training.vision_pretrain import save_tower, train_tower
 

@@ -97,11 +97,13 @@ class QwenTowerProbe(nn.Module):
         self.motion = nn.Linear(2 * units * d, classes[2])
 
     def encode(self, first: torch.Tensor, last: torch.Tensor):
-        """The tower's output on the scenes as two frame pairs, [first, first] and [last, last]: ``pooler_output``
-        holds the merged tokens, ``last_hidden_state`` the states before the merger (in window order)."""
-        b, _, h, w = first.shape
-        first, last = first.permute(0, 2, 3, 1), last.permute(0, 2, 3, 1)
-        clip = torch.stack([first, first, last, last], dim=1)  # two frame pairs, (B, 4, H, W, 3)
+        """The tower's output on the scenes as two frame pairs: [first, first] and [last, last] for ``(B, 3, H, W)``
+        frames, or the pairs themselves for ``(B, 2, 3, H, W)`` ones. ``pooler_output`` holds the merged tokens,
+        ``last_hidden_state`` the states before the merger (in window order)."""
+        if first.dim() == 4:
+            first, last = torch.stack([first, first], 1), torch.stack([last, last], 1)
+        b, _, _, h, w = first.shape
+        clip = torch.cat([first, last], dim=1).permute(0, 1, 3, 4, 2)  # two frame pairs, (B, 4, H, W, 3)
         grid = first.new_tensor([[2, h // self.patch, w // self.patch]], dtype=torch.long).expand(b, 3)
         from vidspec.draft_training.qwen_vision import tower_indices
 
@@ -110,7 +112,8 @@ class QwenTowerProbe(nn.Module):
         return self.tower(patchify_batch(clip, self.patch), grid_thw=grid, **pre)
 
     def forward(self, first: torch.Tensor, last: torch.Tensor):
-        """``first``, ``last``: ``(B, 3, H, W) uint8`` frames, as :class:`TowerProbe` takes them."""
+        """``first``, ``last``: ``(B, 3, H, W) uint8`` frames, as :class:`TowerProbe` takes them, or frame pairs
+        ``(B, 2, 3, H, W)``."""
         b = first.shape[0]
         tok = self.encode(first, last).pooler_output
         tok = tok.view(b, 2, -1, tok.shape[-1])

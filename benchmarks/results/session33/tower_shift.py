@@ -1,0 +1,135 @@
+"""Does the Qwen2.5-VL tower read shapes as well on what the target is fed as on what it was pretrained on? (CPU)
+
+The tower is pretrained (vision_learnability.py --family qwen2.5-vl) on one-object scenes rendered in memory, each
+frame pair a frame twice ([f0, f0]). The target is fed the SynthVid mp4s (H.264, crf 18, yuv420p) decoded, as the
+pairs (f0, f1), (f2, f3), ...: a moving object sits in two places within a pair. 38.3's target misnamed shapes in
+captions of one-object scenes, still ones included, while the pretraining probe read shape at 0.971.
+
+This loads a stage's tower and merger, renders held-out one-object scenes (make_data's generator, seed 1; read-outs
+trained on seed 2) and encodes pair 0 four ways:
+
+- clean [f0, f0]: the pretraining probe's input;
+- codec [f0, f0]: frame 0 after the real path, encode_mp4 of the whole clip then vidspec's read_video;
+- clean (f0, f1) and codec (f0, f1): the pair the target's first two frames make.
+
+A linear read-out on the mean merged token (the probe's) is fitted on clean [f0, f0] and scored on each held-out
+variant (how far the input the target gets is from the one the tower learnt), then refitted on each variant
+(whether the information is still there).
+
+    OMP_NUM_THREADS=1 python benchmarks/results/session33/tower_shift.py \
+        --model /tmp/s32/gpu/stages/synthvid-target-sft --tower-json benchmarks/results/session32/gpu/tower.json \
+        --out benchmarks/results/session33/tower_shift_s32.json
+"""
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session32"))
+from tower_readout import fit, load_tower  # noqa: E402
+
+from vidspec.draft_training.qwen_vision import tower_indices  # noqa: E402
+from vidspec.draft_training.vision_pretrain import patchify_batch  # noqa: E402
+
+
+def scenes(n: int, seed: int, size: int):
+    """make_data's scenes (one object, easy preset), their shape/colour/motion labels, and the class names."""
+    from vidspec.evaluation.synthvid.world import COLOURS, preset, sample_scene
+
+    cfg = preset("easy", min_objects=1, max_objects=1, width=size, height=size, events=(), max_events=0)
+    rng = np.random.default_rng(seed)
+    out = [sample_scene(rng, cfg) for _ in range(n)]
+    shapes, motions, colours = list(cfg.shapes), list(cfg.motions), list(COLOURS)
+    ys = torch.tensor([(shapes.index(s.objects[0].shape), colours.index(s.objects[0].colour),
+                        motions.index(s.objects[0].motion)) for s in out])
+    return out, ys, shapes, motions
+
+
+def frames(scene_list, codec: bool, tmp: Path):
+    """Frames 0 and 1 of each scene, rendered (clean) or through H.264 and read_video (codec): (N, 2, H, W, 3)."""
+    from vidspec.decoding.video import read_video
+    from vidspec.evaluation.synthvid.render import encode_mp4, render_video
+
+    out = []
+    for i, s in enumerate(scene_list):
+        clip = render_video(s)
+        if codec:
+            path = tmp / f"{i}.mp4"
+            encode_mp4(clip, path, fps=s.config.fps, crf=s.config.crf)
+            clip = read_video(path, max_frames=s.config.num_frames).frames
+            path.unlink()
+        out.append(np.asarray(clip[:2]))
+    return torch.tensor(np.stack(out))
+
+
+@torch.no_grad()
+def encode_pair(probe, a: torch.Tensor, b: torch.Tensor, batch: int = 250) -> torch.Tensor:
+    """Merged tokens of the pair (a, b) for each scene, a and b ``(N, H, W, 3) uint8``: (N, tokens, d)."""
+    res = []
+    for s in range(0, a.shape[0], batch):
+        x, y = a[s:s + batch], b[s:s + batch]
+        n, h, w, _ = x.shape
+        clip = torch.stack([x, y, x, y], dim=1)  # two frame pairs: the tower's input shape as the probe feeds it
+        grid = torch.tensor([[2, h // probe.patch, w // probe.patch]]).expand(n, 3)
+        pre = {k.removeprefix("video_"): v for k, v in tower_indices(probe.tower, grid).items()}
+        tok = probe.tower(patchify_batch(clip, probe.patch), grid_thw=grid, **pre).pooler_output
+        res.append(tok.view(n, 2, -1, tok.shape[-1])[:, 0].clone())
+    return torch.cat(res)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="exported Qwen2.5-VL folder (a stage or release)")
+    ap.add_argument("--tower-json", required=True, help="the tower's tower.json (its ArchConfig)")
+    ap.add_argument("--train", type=int, default=4000, help="read-out training scenes (seed 2)")
+    ap.add_argument("--test", type=int, default=1000, help="held-out scenes (seed 1, the probe's test set's start)")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    t0 = time.perf_counter()
+    probe = load_tower(a.model, a.tower_json)
+    size = probe.patch * 8
+    feats, labels = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for split, n, seed in (("train", a.train, 2), ("test", a.test, 1)):
+            sc, ys, shapes, motions = scenes(n, seed, size)
+            labels[split] = ys
+            for codec in (False, True):
+                fr = frames(sc, codec, Path(tmp))
+                name = "codec" if codec else "clean"
+                feats[(split, f"{name} [f0, f0]")] = encode_pair(probe, fr[:, 0], fr[:, 0])
+                feats[(split, f"{name} (f0, f1)")] = encode_pair(probe, fr[:, 0], fr[:, 1])
+            print(f"{split}: {n} scenes in {time.perf_counter() - t0:.0f} s", flush=True)
+    variants = ["clean [f0, f0]", "codec [f0, f0]", "clean (f0, f1)", "codec (f0, f1)"]
+    still = labels["test"][:, 2] == motions.index("still")
+    rows = []
+    for fit_on in ("clean [f0, f0]", None):
+        for v in variants:
+            src = fit_on or v
+            for attr, col in (("shape", 0), ("colour", 1)):
+                r = fit("mean", feats[("train", src)], labels["train"][:, col], feats[("test", v)],
+                        labels["test"][:, col], a.steps)
+                # the same read-out scored on the still and the moving scenes apart
+                sub = {}
+                for part, mask in (("still", still), ("moving", ~still)):
+                    sub[part] = fit("mean", feats[("train", src)], labels["train"][:, col], feats[("test", v)][mask],
+                                    labels["test"][mask][:, col], a.steps)["held_out"]
+                rows.append({"fitted_on": src, "scored_on": v, "attribute": attr, **r, **sub})
+                print(json.dumps(rows[-1]), flush=True)
+    doc = {"args": vars(a), "machine": {"python": platform.python_version(), "torch": torch.__version__,
+                                         "cpu": platform.processor() or platform.machine(),
+                                         "threads": torch.get_num_threads()},
+           "chance": {"shape": 1 / len(shapes), "colour": 0.1}, "still_share": float(still.float().mean()),
+           "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
+    Path(a.out).write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
