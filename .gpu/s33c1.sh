@@ -10,6 +10,8 @@
 #   call 1: STOP_AFTER=sft bash .gpu/s33c1.sh   SynthVid, the tower (once), then both SFTs until the call's deadline
 #   call 2: FIGURES=0 bash .gpu/s33c1.sh        both SFTs resume from their last checkpoint (every 100 steps) and
 #                                               finish, then the MCQ fine-tune (800 steps) and Sparrow of each
+# or, with little device time left, one run in one call: ONE_CALL=1 RUNS=a STOP_AFTER=sft bash .gpu/s33c1.sh (the SFT's
+# time budget ends it in time for its export; the fine-tune and Sparrow then run on the CPU);
 # with carry [".whl-x", ".gitsha", "runs/s30-qwen-draft"] (cp -r SESSION30/releases/synthvid-draft there first).
 # The stages are not paused by a step count: speeds side by side are not known, so each run is killed at the call's
 # DEADLINE (575 s from the start of this script) and the next call resumes it; TARGET_TIME is the whole stage's
@@ -26,11 +28,18 @@ if [[ ! -f $A/vision/tower.safetensors ]]; then
 fi
 [[ -f $A/vision/tower.safetensors ]] || { echo "s33c1: no tower in $A/vision"; exit 5; }
 mkdir -p $B; [[ -f $B/vision/tower.safetensors ]] || cp -r $A/vision $B/
-left=$(( DEADLINE - ($(date +%s) - T0) )); echo "== both runs: $left s left"
-(OUT=$O/a LIMIT=$left bash .gpu/s32c1.sh) > $O/a.log 2>&1 &
-(OUT=$O/b LIMIT=$left RUN=r33-qwen24 TARGET_LAYERS=24 TARGET_FFN=192 bash .gpu/s32c1.sh) > $O/b.log 2>&1 &
+left=$(( DEADLINE - ($(date +%s) - T0) )); echo "== runs ${RUNS:=a b}: $left s left"
+if [[ -n ${ONE_CALL:-} ]]; then  # one call only (little device time left): the SFT stops in time to be exported here
+  s=$(( left - 45 )); export TARGET_TIME=$(printf '00:00:%02d:%02d' $(( s / 60 )) $(( s % 60 )))
+fi
+for r in $RUNS; do
+  case $r in
+    a) (OUT=$O/a LIMIT=$left bash .gpu/s32c1.sh) > $O/a.log 2>&1 & ;;
+    b) (OUT=$O/b LIMIT=$left RUN=r33-qwen24 TARGET_LAYERS=24 TARGET_FFN=192 bash .gpu/s32c1.sh) > $O/b.log 2>&1 & ;;
+  esac
+done
 wait
-for r in a b; do echo "== run $r"; grep -v -i warn $O/$r.log | grep -E "^==|rc |tau|^   [0-9]+ s" | tail -12; done
+for r in $RUNS; do echo "== run $r"; grep -v -i warn $O/$r.log | grep -E "^==|rc |tau|^   [0-9]+ s" | tail -12; done
 for r in $A $B; do  # the curves (steps, losses, validation), for the RESULTS entry
   for m in $r/runs/*/metrics.jsonl; do
     [[ -f $m ]] && echo "$m: $(tail -1 $m | cut -c1-60); $(grep '"val/loss"' $m | tail -1)"
