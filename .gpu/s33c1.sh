@@ -14,16 +14,18 @@
 # time budget ends it in time for its export; the fine-tune and Sparrow then run on the CPU);
 # with carry [".whl-x", ".gitsha", "runs/s30-qwen-draft"] (cp -r SESSION30/releases/synthvid-draft there first).
 # The stages are not paused by a step count: speeds side by side are not known, so each run is killed at the call's
-# DEADLINE (575 s from the start of this script) and the next call resumes it; TARGET_TIME is the whole stage's
+# DEADLINE (545 s from the start of this script; session 33's call 1 counted 575 from after the setup and hit the
+# call's 600-s limit) and the next call resumes it; TARGET_TIME is the whole stage's
 # budget across calls (Lightning restores its elapsed time), set so that it does not end a stage early. The figures
-# are left to the CPU (train_testbed.py --device cpu). Everything comes back as s33.tar.part-* (15 MB pieces).
-source .gpu/setup.sh; date; T0=$(date +%s)
-O=$OUT; DEADLINE=${DEADLINE:-575}
+# are left to the CPU (train_testbed.py --device cpu). Session 33 ran it on an H100 (calls 1 and 2 above, the second as
+# ONE_CALL=1 DEADLINE=500 STOP_AFTER=sft): both SFTs finished, and both pairs missed the release bars (RESULTS 39.3). Everything comes back as s33.tar.part-* (15 MB pieces).
+T0=$(date +%s); source .gpu/setup.sh; date  # the deadline counts from here: a fresh machine's setup takes ~30 s
+O=$OUT; DEADLINE=${DEADLINE:-545}
 A=runs/r31-qwen; B=runs/r33-qwen24
 export TARGET_STEPS=${TARGET_STEPS:-2300} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-2300}
 export TARGET_TIME=${TARGET_TIME:-00:00:15:00} VISION_EXTRA=${VISION_EXTRA:---pairs --codec}
 if [[ ! -f $A/vision/tower.safetensors ]]; then
-  STOP_AFTER=vision OUT=$O/v LIMIT=$DEADLINE bash .gpu/s32c1.sh
+  STOP_AFTER=vision OUT=$O/v LIMIT=$(( DEADLINE - ($(date +%s) - T0) )) bash .gpu/s32c1.sh
   rm -f $O/v/r15-releases.tgz.part-*
 fi
 [[ -f $A/vision/tower.safetensors ]] || { echo "s33c1: no tower in $A/vision"; exit 5; }

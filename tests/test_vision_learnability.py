@@ -46,3 +46,33 @@ def test_config_names_parse_the_qwen_init_std() -> None:
     assert (c["hidden"], c["lr"], c["heads"], c["init_std"]) == (128, 5e-4, 4, 0.088)
     assert arch_of(c, 64, "qwen2.5-vl").vision_init_std == 0.088
     assert arch_of(parse_config("h128_l4_p8_lr5e-4"), 64, "qwen2.5-vl").vision_init_std is None
+
+
+def test_pairs_and_codec_give_the_frames_the_target_reads() -> None:
+    ends = make_data(4, 3, "easy", 32)
+    pairs = make_data(4, 3, "easy", 32, pairs=True)
+    coded = make_data(4, 3, "easy", 32, pairs=True, codec=True)
+    assert pairs[0].shape == pairs[1].shape == coded[0].shape == (4, 2, 3, 32, 32)
+    assert torch.equal(pairs[0][:, 0], ends[0]) and torch.equal(pairs[1][:, 1], ends[1])  # f0 and f[T-1] as before
+    assert torch.equal(pairs[2], ends[2])  # the same scenes and labels
+    from vidspec.evaluation.synthvid.world import preset
+
+    moving = pairs[2][:, 2] != list(preset("easy").motions).index("still")  # a moving object differs within a pair
+    assert bool(moving.any())
+    assert any(not torch.equal(pairs[0][i, 0], pairs[0][i, 1]) for i in range(4) if moving[i])
+    err = (coded[0].float() - pairs[0].float()).abs().mean()
+    assert 0 < err < 10  # H.264 at the world's crf: close to the rendering, not equal
+
+
+def test_qwen_probe_reads_a_pair_of_equal_frames_as_the_frame_twice() -> None:
+    from vision_learnability import arch_of, parse_config
+
+    from vidspec.draft_training.vision_pretrain import QwenTowerProbe
+
+    torch.manual_seed(0)
+    probe = QwenTowerProbe(arch_of(parse_config("h32_l1_p8_lr1e-3_n2"), 32, "qwen2.5-vl", 64), (6, 10, 5)).eval()
+    first, last = make_data(2, 3, "easy", 32)[:2]
+    with torch.no_grad():
+        a = probe.encode(first, last).pooler_output
+        b = probe.encode(torch.stack([first, first], 1), torch.stack([last, last], 1)).pooler_output
+    assert torch.allclose(a, b)
