@@ -5,8 +5,8 @@ frame pair a frame twice ([f0, f0]). The target is fed the SynthVid mp4s (H.264,
 pairs (f0, f1), (f2, f3), ...: a moving object sits in two places within a pair. 38.3's target misnamed shapes in
 captions of one-object scenes, still ones included, while the pretraining probe read shape at 0.971.
 
-This loads a stage's tower and merger, renders held-out one-object scenes (make_data's generator, seed 1; read-outs
-trained on seed 2) and encodes pair 0 four ways:
+This loads a stage's tower and merger, renders held-out one-object scenes (vision_learnability.make_data, seed 1;
+read-outs trained on seed 2) and encodes pair 0 four ways:
 
 - clean [f0, f0]: the pretraining probe's input;
 - codec [f0, f0]: frame 0 after the real path, encode_mp4 of the whole clip then vidspec's read_video;
@@ -24,48 +24,18 @@ import argparse
 import json
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session32"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/
 from tower_readout import fit, load_tower  # noqa: E402
+from vision_learnability import make_data  # noqa: E402
 
 from vidspec.draft_training.qwen_vision import tower_indices  # noqa: E402
 from vidspec.draft_training.vision_pretrain import patchify_batch  # noqa: E402
-
-
-def scenes(n: int, seed: int, size: int):
-    """make_data's scenes (one object, easy preset), their shape/colour/motion labels, and the class names."""
-    from vidspec.evaluation.synthvid.world import COLOURS, preset, sample_scene
-
-    cfg = preset("easy", min_objects=1, max_objects=1, width=size, height=size, events=(), max_events=0)
-    rng = np.random.default_rng(seed)
-    out = [sample_scene(rng, cfg) for _ in range(n)]
-    shapes, motions, colours = list(cfg.shapes), list(cfg.motions), list(COLOURS)
-    ys = torch.tensor([(shapes.index(s.objects[0].shape), colours.index(s.objects[0].colour),
-                        motions.index(s.objects[0].motion)) for s in out])
-    return out, ys, shapes, motions
-
-
-def frames(scene_list, codec: bool, tmp: Path):
-    """Frames 0 and 1 of each scene, rendered (clean) or through H.264 and read_video (codec): (N, 2, H, W, 3)."""
-    from vidspec.decoding.video import read_video
-    from vidspec.evaluation.synthvid.render import encode_mp4, render_video
-
-    out = []
-    for i, s in enumerate(scene_list):
-        clip = render_video(s)
-        if codec:
-            path = tmp / f"{i}.mp4"
-            encode_mp4(clip, path, fps=s.config.fps, crf=s.config.crf)
-            clip = read_video(path, max_frames=s.config.num_frames).frames
-            path.unlink()
-        out.append(np.asarray(clip[:2]))
-    return torch.tensor(np.stack(out))
 
 
 @torch.no_grad()
@@ -96,18 +66,19 @@ def main() -> int:
     probe = load_tower(a.model, a.tower_json)
     size = probe.patch * 8
     feats, labels = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for split, n, seed in (("train", a.train, 2), ("test", a.test, 1)):
-            sc, ys, shapes, motions = scenes(n, seed, size)
-            labels[split] = ys
-            for codec in (False, True):
-                fr = frames(sc, codec, Path(tmp))
-                name = "codec" if codec else "clean"
-                feats[(split, f"{name} [f0, f0]")] = encode_pair(probe, fr[:, 0], fr[:, 0])
-                feats[(split, f"{name} (f0, f1)")] = encode_pair(probe, fr[:, 0], fr[:, 1])
-            print(f"{split}: {n} scenes in {time.perf_counter() - t0:.0f} s", flush=True)
+    for split, n, seed in (("train", a.train, 2), ("test", a.test, 1)):
+        for codec in (False, True):
+            first, _, ys, classes = make_data(n, seed, "easy", size, pairs=True, codec=codec)
+            fr = first.movedim(-3, -1)  # (N, 2, H, W, 3): frames 0 and 1
+            name = "codec" if codec else "clean"
+            feats[(split, f"{name} [f0, f0]")] = encode_pair(probe, fr[:, 0], fr[:, 0])
+            feats[(split, f"{name} (f0, f1)")] = encode_pair(probe, fr[:, 0], fr[:, 1])
+        labels[split] = ys
+        print(f"{split}: {n} scenes in {time.perf_counter() - t0:.0f} s", flush=True)
+    from vidspec.evaluation.synthvid.world import preset
+
     variants = ["clean [f0, f0]", "codec [f0, f0]", "clean (f0, f1)", "codec (f0, f1)"]
-    still = labels["test"][:, 2] == motions.index("still")
+    still = labels["test"][:, 2] == list(preset("easy").motions).index("still")
     rows = []
     for fit_on in ("clean [f0, f0]", None):
         for v in variants:
@@ -125,7 +96,7 @@ def main() -> int:
     doc = {"args": vars(a), "machine": {"python": platform.python_version(), "torch": torch.__version__,
                                          "cpu": platform.processor() or platform.machine(),
                                          "threads": torch.get_num_threads()},
-           "chance": {"shape": 1 / len(shapes), "colour": 0.1}, "still_share": float(still.float().mean()),
+           "chance": {"shape": 1 / classes[0], "colour": 1 / classes[1]}, "still_share": float(still.float().mean()),
            "seconds": round(time.perf_counter() - t0, 1), "rows": rows}
     Path(a.out).write_text(json.dumps(doc, indent=1))
     return 0
