@@ -31,8 +31,9 @@
 # the teacher-forced letter accuracy per question type, val/mcq_acc/<type>; off by default), WORKERS (8), ACCEL (gpu),
 # PRECISION (bf16-mixed), BATCH, DRAFT (a draft VLM release to use instead of training one),
 # VISION_EXTRA (more vision_learnability.py arguments: --pairs --codec pretrain the Qwen tower on the frame pairs and
-# the H.264 frames its target gets, session 33), VISION_TRAIN (20000: the one-object scenes the tower pretrains on; the towers up to session 15 reached a held-out
-# shape probe of 0.72-0.78, which world version 1's square/diamond ambiguity explains, RESULTS 22.5), FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
+# the H.264 frames its target gets, session 33), VISION_TRAIN (20000: the one-object scenes the tower pretrains on;
+# the towers up to session 15 reached a held-out shape probe of 0.72-0.78, which world version 1's square/diamond
+# ambiguity explains, RESULTS 22.5), FREEZE_VISION (true), TARGET_CALL_STEPS (unset: the target trains in one go; N: the target stage trains at
 # most N more steps per call of this script and resumes from its last checkpoint in the next, with its LR schedule
 # spanning TARGET_STEPS, so a longer SFT spans several device calls; a call that stops before TARGET_STEPS exits 3
 # with "paused" and leaves the Sparrow stage and the figures to the call that completes it. Lightning restores

@@ -63,28 +63,24 @@ def parse_config(text: str) -> dict:
 def _render_ends(scenes: list, pairs: bool = False, codec: bool = False) -> list:
     """First and last frame of each scene (a worker's share of :func:`make_data`); with ``pairs`` the first and
     the last frame pair, (f0, f1) and (f[T-2], f[T-1]); with ``codec`` through H.264 and back, as a SynthVid mp4."""
-    from vidspec.evaluation.synthvid.render import render_frame, render_video
+    import tempfile
+
+    from vidspec.decoding.video import read_video
+    from vidspec.evaluation.synthvid.render import encode_mp4, render_frame, render_video
 
     out = []
     for s in scenes:
         t = s.config.num_frames
         if codec:
-            import tempfile
-
-            from vidspec.decoding.video import read_video
-            from vidspec.evaluation.synthvid.render import encode_mp4
-
             with tempfile.TemporaryDirectory() as tmp:
                 encode_mp4(render_video(s), f"{tmp}/clip.mp4", fps=s.config.fps, crf=s.config.crf)
                 clip = read_video(f"{tmp}/clip.mp4", max_frames=t).frames
-            frame = clip.__getitem__
         else:
-            def frame(i, s=s):
-                return render_frame(s, i)
+            clip = {i: render_frame(s, i) for i in (0, 1, t - 2, t - 1)}
         if pairs:
-            out.append((np.stack([frame(0), frame(1)]), np.stack([frame(t - 2), frame(t - 1)])))
+            out.append((np.stack([clip[0], clip[1]]), np.stack([clip[t - 2], clip[t - 1]])))
         else:
-            out.append((frame(0), frame(t - 1)))
+            out.append((clip[0], clip[t - 1]))
     return out
 
 
