@@ -1,4 +1,4 @@
-# template, session 33: two Qwen2.5-VL release targets side by side on one H200, on the same SynthVid set and the
+# template, session 33: two Qwen2.5-VL release targets side by side on one GPU, on the same SynthVid set and the
 # same pretrained tower (60,000 scenes, 6000 steps: RESULTS 38.3), so that one device session tests two levers.
 # The tower pretrains on what the target is fed (VISION_EXTRA="--pairs --codec"): the scenes' real frame pairs,
 # through H.264. benchmarks/results/session33/tower_shift.py: session 32's tower, pretrained on each end frame twice
@@ -17,8 +17,9 @@
 # DEADLINE (545 s from the start of this script; session 33's call 1 counted 575 from after the setup and hit the
 # call's 600-s limit) and the next call resumes it; TARGET_TIME is the whole stage's
 # budget across calls (Lightning restores its elapsed time), set so that it does not end a stage early. The figures
-# are left to the CPU (train_testbed.py --device cpu). Session 33 ran it on an H100 (calls 1 and 2 above, the second as
-# ONE_CALL=1 DEADLINE=500 STOP_AFTER=sft): both SFTs finished, and both pairs missed the release bars (RESULTS 39.3). Everything comes back as s33.tar.part-* (15 MB pieces).
+# are left to the CPU (train_testbed.py --device cpu). Everything comes back as s33.tar.part-* (15 MB pieces).
+# Session 33 ran it on an H100 (call 1 above, then call 2 as ONE_CALL=1 DEADLINE=500 STOP_AFTER=sft): both SFTs
+# finished, and both pairs missed the release bars (RESULTS 39.3).
 T0=$(date +%s); source .gpu/setup.sh; date  # the deadline counts from here: a fresh machine's setup takes ~30 s
 O=$OUT; DEADLINE=${DEADLINE:-545}
 A=runs/r31-qwen; B=runs/r33-qwen24

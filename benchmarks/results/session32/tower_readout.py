@@ -77,7 +77,9 @@ class Readout(nn.Module):
         return self.net(x).amax(1)
 
 
-def fit(kind, xtr, ytr, xte, yte, steps: int, seed: int = 0) -> dict:
+def fit(kind, xtr, ytr, xte, yte, steps: int, seed: int = 0, groups: dict | None = None) -> dict:
+    """Train a read-out; its accuracy on (the first 4000 of) its training set and held out, and held out on each
+    boolean mask of ``groups`` (name -> mask over ``xte``)."""
     torch.manual_seed(seed)
     mu, sd = xtr.mean((0, 1), keepdim=True), xtr.std((0, 1), keepdim=True) + 1e-5
     xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
@@ -93,8 +95,9 @@ def fit(kind, xtr, ytr, xte, yte, steps: int, seed: int = 0) -> dict:
         sched.step()
     with torch.no_grad():
         tr = float((m(xtr[:4000]).argmax(-1) == ytr[:4000]).float().mean())
-        te = float((m(xte).argmax(-1) == yte).float().mean())
-    return {"train": round(tr, 4), "held_out": round(te, 4)}
+        right = (m(xte).argmax(-1) == yte).float()
+    out = {"train": round(tr, 4), "held_out": round(float(right.mean()), 4)}
+    return out | {name: round(float(right[mask].mean()), 4) for name, mask in (groups or {}).items()}
 
 
 def main() -> int:

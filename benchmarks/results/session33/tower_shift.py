@@ -31,26 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session32"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/
-from tower_readout import fit, load_tower  # noqa: E402
+from tower_readout import encode, fit, load_tower  # noqa: E402
 from vision_learnability import make_data  # noqa: E402
-
-from vidspec.draft_training.qwen_vision import tower_indices  # noqa: E402
-from vidspec.draft_training.vision_pretrain import patchify_batch  # noqa: E402
-
-
-@torch.no_grad()
-def encode_pair(probe, a: torch.Tensor, b: torch.Tensor, batch: int = 250) -> torch.Tensor:
-    """Merged tokens of the pair (a, b) for each scene, a and b ``(N, H, W, 3) uint8``: (N, tokens, d)."""
-    res = []
-    for s in range(0, a.shape[0], batch):
-        x, y = a[s:s + batch], b[s:s + batch]
-        n, h, w, _ = x.shape
-        clip = torch.stack([x, y, x, y], dim=1)  # two frame pairs: the tower's input shape as the probe feeds it
-        grid = torch.tensor([[2, h // probe.patch, w // probe.patch]]).expand(n, 3)
-        pre = {k.removeprefix("video_"): v for k, v in tower_indices(probe.tower, grid).items()}
-        tok = probe.tower(patchify_batch(clip, probe.patch), grid_thw=grid, **pre).pooler_output
-        res.append(tok.view(n, 2, -1, tok.shape[-1])[:, 0].clone())
-    return torch.cat(res)
 
 
 def main() -> int:
@@ -68,11 +50,11 @@ def main() -> int:
     feats, labels = {}, {}
     for split, n, seed in (("train", a.train, 2), ("test", a.test, 1)):
         for codec in (False, True):
-            first, _, ys, classes = make_data(n, seed, "easy", size, pairs=True, codec=codec)
-            fr = first.movedim(-3, -1)  # (N, 2, H, W, 3): frames 0 and 1
+            first, _, ys, classes = make_data(n, seed, "easy", size, pairs=True, codec=codec)  # (N, 2, 3, H, W)
             name = "codec" if codec else "clean"
-            feats[(split, f"{name} [f0, f0]")] = encode_pair(probe, fr[:, 0], fr[:, 0])
-            feats[(split, f"{name} (f0, f1)")] = encode_pair(probe, fr[:, 0], fr[:, 1])
+            # pair 0's merged tokens: frame 0 twice, and the pair (f0, f1) itself
+            feats[(split, f"{name} [f0, f0]")] = encode(probe, first[:, 0], first[:, 0])[0]
+            feats[(split, f"{name} (f0, f1)")] = encode(probe, first, first)[0]
         labels[split] = ys
         print(f"{split}: {n} scenes in {time.perf_counter() - t0:.0f} s", flush=True)
     from vidspec.evaluation.synthvid.world import preset
@@ -85,13 +67,8 @@ def main() -> int:
             src = fit_on or v
             for attr, col in (("shape", 0), ("colour", 1)):
                 r = fit("mean", feats[("train", src)], labels["train"][:, col], feats[("test", v)],
-                        labels["test"][:, col], a.steps)
-                # the same read-out scored on the still and the moving scenes apart
-                sub = {}
-                for part, mask in (("still", still), ("moving", ~still)):
-                    sub[part] = fit("mean", feats[("train", src)], labels["train"][:, col], feats[("test", v)][mask],
-                                    labels["test"][mask][:, col], a.steps)["held_out"]
-                rows.append({"fitted_on": src, "scored_on": v, "attribute": attr, **r, **sub})
+                        labels["test"][:, col], a.steps, groups={"still": still, "moving": ~still})
+                rows.append({"fitted_on": src, "scored_on": v, "attribute": attr, **r})
                 print(json.dumps(rows[-1]), flush=True)
     doc = {"args": vars(a), "machine": {"python": platform.python_version(), "torch": torch.__version__,
                                          "cpu": platform.processor() or platform.machine(),
