@@ -24,11 +24,13 @@
 # TARGET_LAYERS=24 TARGET_FFN=192 (session 31, RESULTS 37.3): the same parameter count (6.9 MB in bfloat16 against
 # 7.1) as 24 layers, the LLaVA-OV release's depth, whose motion was readable where the letter is chosen (33.2); on CPU,
 # at CPU scale, the two depths trained alike. Use a RUN of its own (RUN=r31-qwen24).
+# TARGET_ARCH_EXTRA (session 34): more arch arguments after the defaults, e.g. "--model.init_args.arch.tokens_per_second
+# 4" for a target fed one frame per temporal patch (ADAPTER_OPTIONS with "frame_per_patch": true).
 # One layer over s28c1.sh (the LLaVA-OV release's recipe for the Qwen pair), with every setting of s30c1.sh restated
 # here rather than inherited through s30c1.sh -> s29c1.sh.
 RUN=${RUN:-r31-qwen} LR=${LR:-1.0e-3} RELEASE_TOWER=${RELEASE_TOWER:-h128} VISION_STEPS=${VISION_STEPS:-8000} \
   VISION_TRAIN=${VISION_TRAIN:-60000} \
   TARGET_STEPS=${TARGET_STEPS:-3600} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-1600} \
   TARGET_TIME=${TARGET_TIME:-00:00:10:00} \
-  TARGET_EXTRA=${TARGET_EXTRA:-"--model.init_args.arch.num_layers ${TARGET_LAYERS:-16} ${TARGET_FFN:+--model.init_args.arch.intermediate_size $TARGET_FFN }--model.init_args.arch.hidden_size 96 --model.init_args.arch.num_heads 2 --model.init_args.arch.num_kv_heads 2 --model.init_args.arch.mrope_section [2,2,20] --model.init_args.arch.rope_theta 100"} \
+  TARGET_EXTRA=${TARGET_EXTRA:-"--model.init_args.arch.num_layers ${TARGET_LAYERS:-16} ${TARGET_FFN:+--model.init_args.arch.intermediate_size $TARGET_FFN }--model.init_args.arch.hidden_size 96 --model.init_args.arch.num_heads 2 --model.init_args.arch.num_kv_heads 2 --model.init_args.arch.mrope_section [2,2,20] --model.init_args.arch.rope_theta 100${TARGET_ARCH_EXTRA:+ $TARGET_ARCH_EXTRA}"} \
   bash .gpu/s28c1.sh

@@ -20,6 +20,12 @@
 # are left to the CPU (train_testbed.py --device cpu). Everything comes back as s33.tar.part-* (15 MB pieces).
 # Session 33 ran it on an H100 (call 1 above, then call 2 as ONE_CALL=1 DEADLINE=500 STOP_AFTER=sft): both SFTs
 # finished, and both pairs missed the release bars (RESULTS 39.3).
+# Session 34: the same two runs with each frame in a temporal patch of its own (no vision token mixes two frames), a
+# tower pretrained on single H.264 frames, and M-RoPE moving one position a frame (RESULTS 40):
+#   common="VISION_EXTRA=--codec TARGET_ARCH_EXTRA='--model.init_args.arch.tokens_per_second 4'
+#           ADAPTER_OPTIONS='{\"min_pixels\": 4096, \"max_pixels\": 4096, \"frame_per_patch\": true}'"
+#   call 1: $common STOP_AFTER=sft bash .gpu/s33c1.sh
+#   call 2: $common STOP_AFTER=finetune bash .gpu/s33c1.sh   (the SFTs finish, then the 800-step fine-tunes)
 T0=$(date +%s); source .gpu/setup.sh; date  # the deadline counts from here: a fresh machine's setup takes ~30 s
 O=$OUT; DEADLINE=${DEADLINE:-545}
 A=runs/r31-qwen; B=runs/r33-qwen24

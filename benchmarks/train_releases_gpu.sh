@@ -40,7 +40,11 @@
 # the elapsed time with the checkpoint, so TARGET_TIME is the whole stage's budget, not one call's).
 # STOP_AFTER (unset; "vision": exit 0 once SynthVid and the tower exist, for runs that then share them; "sft": exit 0
 # once the first target stage is exported and the draft VLM is done, leaving the fine-tune, Sparrow and the figures
-# to the same command without it: a device call that holds the SFT alone). FIGURES (1; 0: stop before the figures).
+# to the same command without it: a device call that holds the SFT alone; "finetune": exit 0 once the target's
+# fine-tune is exported, leaving Sparrow and the figures). FIGURES (1; 0: stop before the figures).
+# ADAPTER_OPTIONS (Qwen2.5-VL: the decoding adapter's options as JSON, kept in the release's vidspec.json; default
+# '{"min_pixels": 4096, "max_pixels": 4096}'; with "frame_per_patch": true each frame gets a temporal patch of its own,
+# session 34).
 # FAMILY (llava-ov; qwen2.5-vl trains Qwen2_5_VLForConditionalGeneration target and draft VLM of the same sizes: 8 px
 # patches with the 2x2 merge, so a 64x64 frame pair gives 16 tokens; its tower and merger are pretrained as SigLIP's
 # is, on the scenes read as two frame pairs (vision_learnability.py --family qwen2.5-vl), and kept frozen; the draft
@@ -82,8 +86,9 @@ DRAFT_FAMILY_ARGS=()
 case "$FAMILY" in
   llava-ov) ;;
   qwen2.5-vl)
+    ADAPTER_OPTIONS=${ADAPTER_OPTIONS:-'{"min_pixels": 4096, "max_pixels": 4096}'}
     FAMILY_ARGS=(--model.init_args.arch.family qwen2.5-vl --model.init_args.arch.patch_size 8
-                 --model.init_args.adapter_options '{"min_pixels": 4096, "max_pixels": 4096}')
+                 --model.init_args.adapter_options "$ADAPTER_OPTIONS")
     # The draft VLM's tower (width 64) trains from scratch: initial weights at 1/sqrt(64) instead of transformers'
     # 0.02 cut its visual disagreement with the target from 49% to 39% on CPU (docs/RESULTS.md 25.6).
     DRAFT_FAMILY_ARGS=(--model.init_args.arch.vision_init_std 0.125) ;;
@@ -236,6 +241,11 @@ if (( FINETUNE_STEPS > 0 )); then  # the MCQ-weighted second stage (configs/trai
   train synthvid-target synthvid-target-mcq-ft "${FINETUNE_TIME:-00:00:04:00}" "$FINETUNE_STEPS" \
     --model.init_args.init_from "$SFT_ROOT/$SFT_NAME" --model.init_args.optim.lr "${FINETUNE_LR:-2.0e-4}" \
     --data.batch_size "${FINETUNE_BATCH:-32}" "${VAL_ARGS[@]}"
+fi
+if [[ "${STOP_AFTER:-}" == finetune ]]; then  # the target alone: Sparrow and the figures left to the CPU
+  wait
+  echo "== STOP_AFTER=finetune: $OUT/releases/synthvid-target exported; Sparrow and the figures are left"
+  exit 0
 fi
 # Sparrow: distilled from the target on the target's own caption style (KL to its outputs).
 read -r -a SPARROW_ARGS <<< "${SPARROW_EXTRA:-}"

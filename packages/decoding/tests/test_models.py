@@ -60,6 +60,30 @@ def test_qwen_tokens_follow_pixel_budget(tiny):
     assert vis.num_tokens == t * h * w // 4
 
 
+def test_qwen_frame_per_patch_gives_each_frame_its_own_patch(clip):
+    """frame_per_patch: every temporal patch holds one frame twice (an image's layout), twice the tokens, one frame
+    interval a patch; the default pairs consecutive frames."""
+    paired = load_target("tiny-qwen2.5-vl").visual_inputs(clip)
+    target = load_target("tiny-qwen2.5-vl", frame_per_patch=True)
+    single = target.visual_inputs(clip)
+    t, h, w = single.extra["video_grid_thw"][0].tolist()
+    assert (t, h, w) == (8, *paired.extra["video_grid_thw"][0].tolist()[1:])
+    assert single.num_tokens == 2 * paired.num_tokens
+    assert single.extra["second_per_grid_ts"].item() == pytest.approx(1 / clip.fps)
+    assert paired.extra["second_per_grid_ts"].item() == pytest.approx(2 / clip.fps)
+    # a patch row is (channel, time, y, x): both time slices of every patch are the same frame
+    rows = single.tensors["pixel_values_videos"].reshape(t * h * w, 3, 2, -1)
+    torch.testing.assert_close(rows[:, :, 0], rows[:, :, 1])
+    # and the first patches are frame 0's, which the paired layout mixes with frame 1
+    first = paired.tensors["pixel_values_videos"].reshape(-1, 3, 2, rows.shape[-1])[: h * w]
+    torch.testing.assert_close(rows[: h * w, :, 0], first[:, :, 0])
+    assert not torch.equal(first[:, :, 0], first[:, :, 1])  # the square moves between frames 0 and 1
+    ids, vis = target.build_prompt(Request("Describe the video.", clip))
+    assert int((ids == target.video_token_id).sum()) == vis.num_tokens
+    state = target.prefill(Request("Describe the video.", clip))
+    assert state.length == ids.shape[-1]
+
+
 @pytest.mark.parametrize("name", ["tiny-qwen2.5-vl", "tiny-llava-ov"])
 def test_prefill_caches_visual_hidden_and_verify_hidden(tiny, clip, name):
     target = tiny(name)

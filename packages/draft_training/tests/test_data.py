@@ -12,9 +12,9 @@ from vidspec.draft_training.sft import VLMSFTModule
 from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
 
 
-def _module(dataset, family):
+def _module(dataset, family, **options):
     torch.manual_seed(0)
-    opts = QWEN_OPTIONS if family == "qwen2.5-vl" else None
+    opts = {**QWEN_OPTIONS, **options} if family == "qwen2.5-vl" else None
     return VLMSFTModule(tokenizer=str(dataset / "tokenizer"), arch=ArchConfig(**ARCH[family]), max_frames=4,
                         adapter_options=opts)
 
@@ -63,13 +63,18 @@ def test_mcq_rows_and_style_filter(tiny_dataset):
     assert all(r.answer.startswith("The video shows") for r in rows if r not in mcq)
 
 
-@pytest.mark.parametrize("family", ["llava-ov", "qwen2.5-vl"])
-def test_training_inputs_equal_decoding_inputs(tiny_dataset, family):
-    """The training forward at the last prompt position gives the decoding adapter's prefill logits."""
-    m = _module(tiny_dataset, family).eval()
+@pytest.mark.parametrize("family,options", [("llava-ov", {}), ("qwen2.5-vl", {}),
+                                            ("qwen2.5-vl", {"frame_per_patch": True})])
+def test_training_inputs_equal_decoding_inputs(tiny_dataset, family, options):
+    """The training forward at the last prompt position gives the decoding adapter's prefill logits (Qwen2.5-VL
+    also with each frame in a temporal patch of its own: the batch's grid and timing are the adapter's)."""
+    m = _module(tiny_dataset, family, **options).eval()
     dm = _dm(tiny_dataset, m)
     row, sample = dm.train_set.rows[0], dm.train_set[0]
     target = m.as_target()
+    if options.get("frame_per_patch"):  # 4 frames, 4 patches, one frame interval each
+        fps = target.read_video(row.video).fps
+        assert sample["video_grid_thw"][0, 0] == 4 and sample["second_per_grid_ts"].item() == pytest.approx(1 / fps)
     state = target.prefill(Request(prompt=row.prompt, clip=target.read_video(row.video)))
     n_prompt = int((sample["labels"] == -100).sum())
     assert torch.equal(state.prompt_ids, sample["input_ids"][:n_prompt])

@@ -219,3 +219,29 @@ def test_mrope_section_sets_the_qwen_bands(tiny_dataset):
         ArchConfig(**qwen, mrope_section=[2, 2, 2])
     with pytest.raises(ConfigError, match=r"arch\.mrope_section applies to qwen2\.5-vl only"):
         ArchConfig(**ARCH["llava-ov"], mrope_section=[2, 2, 4])
+
+
+@pytest.mark.parametrize("tps,distinct", [(2, 2), (4, 4)])
+def test_tokens_per_second_sets_the_frames_temporal_positions(tiny_dataset, tps, distinct):
+    """With a temporal patch per frame (frame_per_patch) at the tiny set's 4 fps, arch.tokens_per_second 4 moves
+    each frame's tokens one M-RoPE position on; at transformers' 2, two frames in a row share a position. The
+    batched positions equal transformers' get_rope_index either way."""
+    from vidspec.draft_training.qwen_vision import qwen_positions
+
+    arch = ArchConfig(**{**ARCH["qwen2.5-vl"], "tokens_per_second": tps})
+    m = VLMSFTModule(tokenizer=str(tiny_dataset / "tokenizer"), arch=arch, max_frames=4,
+                     adapter_options={**QWEN_OPTIONS, "frame_per_patch": True})
+    assert m.model.config.vision_config.tokens_per_second == tps
+    b = _batch(tiny_dataset, m, n=2)
+    core = m.model.model
+    pos = qwen_positions(core, b)
+    video = b["mm_token_type_ids"][0] == 2
+    t = pos[0, 0][video]
+    assert int(b["video_grid_thw"][0, 0]) == 4 and t.unique().numel() == distinct
+    ref, _ = core.get_rope_index(b["input_ids"], mm_token_type_ids=b["mm_token_type_ids"],
+                                 video_grid_thw=b["video_grid_thw"], second_per_grid_ts=b["second_per_grid_ts"],
+                                 attention_mask=b["attention_mask"])
+    keep = b["attention_mask"].bool()
+    assert torch.equal(pos[:, keep], ref[:, keep])
+    with pytest.raises(Exception, match=r"arch\.tokens_per_second .*applies to qwen2\.5-vl only"):
+        ArchConfig(**ARCH["llava-ov"], tokens_per_second=4)

@@ -69,6 +69,10 @@ class ArchConfig:
             leave width at most 0.002 rad a token (height 0.05) at base 10000, and a language model does not
             learn where a video's object is (docs/RESULTS.md 35.2); [2, 2, 20] with ``rope_theta`` 100 gives
             width 0.46 rad and height 0.68. Text tokens see the whole head either way.
+        tokens_per_second: Qwen2.5-VL only: temporal positions a second of video advances M-RoPE by; a
+            temporal patch moves ``tokens_per_second * second_per_grid_ts`` positions, rounded down as
+            transformers does. At SynthVid's 4 fps a patch of two frames moves 2 x 0.5 = 1 position; a patch of
+            one frame (the adapter's ``frame_per_patch``) needs 4, or two patches in a row share a position.
         max_position_embeddings: longest sequence the language model is configured for.
     """
 
@@ -89,6 +93,7 @@ class ArchConfig:
     tie_word_embeddings: bool = False
     rope_theta: float = 10000.0
     mrope_section: list[int] | None = None
+    tokens_per_second: int = 2
     max_position_embeddings: int = 32768
 
     def __post_init__(self) -> None:
@@ -107,6 +112,9 @@ class ArchConfig:
             raise ConfigError(f"arch: vision_hidden_size {self.vision_hidden_size} not divisible by vision_heads")
         if self.family == "llava-ov" and self.image_size % self.patch_size:
             raise ConfigError(f"arch: image_size {self.image_size} is not a multiple of patch_size {self.patch_size}")
+        if self.tokens_per_second < 1 or (self.tokens_per_second != 2 and self.family != "qwen2.5-vl"):
+            raise ConfigError(f"arch.tokens_per_second must be positive and applies to qwen2.5-vl only (M-RoPE); got "
+                              f"{self.tokens_per_second} for {self.family}")
         if self.vision_init_std is not None and not (self.family == "qwen2.5-vl" and self.vision_init_std > 0):
             raise ConfigError(f"arch.vision_init_std must be positive and applies to qwen2.5-vl only (SigLIP sets "
                               f"its own initialisation); got {self.vision_init_std} for {self.family}")
@@ -213,7 +221,7 @@ def qwen_vision_config(arch: ArchConfig) -> dict:
         window_size=arch.window_size,
         # The last block attends over the whole frame pair; the others within windows.
         fullatt_block_indexes=[arch.vision_layers - 1],
-        tokens_per_second=2,
+        tokens_per_second=arch.tokens_per_second,
         **({"initializer_range": arch.vision_init_std} if arch.vision_init_std is not None else {}),
     )
 

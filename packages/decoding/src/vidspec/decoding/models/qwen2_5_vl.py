@@ -61,6 +61,11 @@ class Qwen2_5_VLTarget(HFVideoTarget):
     Args:
         min_pixels / max_pixels: per-frame pixel budget; frames are resized to multiples of 28
             within it (``smart_resize``), as Qwen's video processor does.
+        frame_per_patch: give each sampled frame a temporal patch of its own (the frame repeated
+            ``temporal_patch_size`` times, as Qwen's processor does for an image) instead of pairing
+            consecutive frames, as its video processor does. No vision token then mixes two frames (a
+            moving object is not drawn twice in it), at twice the vision tokens; the clip's timing
+            (``second_per_grid_ts``) is one frame interval per patch.
         Other arguments: see :class:`HFVideoTarget`.
     """
 
@@ -68,7 +73,7 @@ class Qwen2_5_VLTarget(HFVideoTarget):
     video_token = "<|video_pad|>"
 
     def __init__(self, model, tokenizer, name: str, *, min_pixels: int = 128 * 28 * 28,
-                 max_pixels: int = 768 * 28 * 28, **kw):
+                 max_pixels: int = 768 * 28 * 28, frame_per_patch: bool = False, **kw):
         super().__init__(model, tokenizer, name, **kw)
         vc = model.config.vision_config
         self.patch_size = vc.patch_size
@@ -76,6 +81,7 @@ class Qwen2_5_VLTarget(HFVideoTarget):
         self.merge_size = vc.spatial_merge_size
         self.min_pixels = min_pixels
         self.max_pixels = max_pixels
+        self.frame_per_patch = bool(frame_per_patch)
         # Read at up to 4x the budget so resizing still has detail to work with.
         self.max_read_pixels = 4 * max_pixels
 
@@ -98,6 +104,9 @@ class Qwen2_5_VLTarget(HFVideoTarget):
         factor = self.patch_size * self.merge_size
         rh, rw = smart_resize(h, w, factor=factor, min_pixels=self.min_pixels, max_pixels=self.max_pixels)
         frames = clip.frames if (rh, rw) == (h, w) else resize_frames(clip.frames, (rh, rw))
+        per_patch = self.temporal_patch_size  # sampled frames a temporal patch spans
+        if self.frame_per_patch:
+            frames, per_patch = np.repeat(frames, self.temporal_patch_size, axis=0), 1
         pixels, grid = patchify(frames, self.patch_size, self.temporal_patch_size, self.merge_size)
         dtype = self.model.model.visual.dtype if hasattr(self.model.model.visual, "dtype") else torch.float32
         grid_thw = torch.tensor([grid], dtype=torch.long, device=self.device)
@@ -105,7 +114,7 @@ class Qwen2_5_VLTarget(HFVideoTarget):
         return VisualInputs(
             num_tokens=grid[0] * grid[1] * grid[2] // self.merge_size**2,
             tensors={"pixel_values_videos": pixels.to(self.device, dtype), "video_grid_thw": grid_thw},
-            extra={"video_grid_thw": grid_thw, "second_per_grid_ts": torch.tensor([self.temporal_patch_size / fps])},
+            extra={"video_grid_thw": grid_thw, "second_per_grid_ts": torch.tensor([per_patch / fps])},
         )
 
     def generate_inputs(self, ids: torch.Tensor, visual: VisualInputs | None) -> dict:
