@@ -42,6 +42,7 @@
 # once the first target stage is exported and the draft VLM is done, leaving the fine-tune, Sparrow and the figures
 # to the same command without it: a device call that holds the SFT alone; "finetune": exit 0 once the target's
 # fine-tune is exported, leaving Sparrow and the figures). FIGURES (1; 0: stop before the figures).
+# FINETUNE_EXTRA (more `vidspec train fit` arguments for the MCQ fine-tune, e.g. "--data.reverse_time 0.5").
 # ADAPTER_OPTIONS (Qwen2.5-VL: the decoding adapter's options as JSON, kept in the release's vidspec.json; default
 # '{"min_pixels": 4096, "max_pixels": 4096}'; with "frame_per_patch": true each frame gets a temporal patch of its own,
 # session 34).
@@ -237,10 +238,11 @@ if [[ "${STOP_AFTER:-}" == sft ]]; then  # the first stage alone (a device call)
   echo "== STOP_AFTER=sft: $SFT_ROOT/$SFT_NAME exported; the rest is left to the next call"
   exit 0
 fi
+read -r -a FINETUNE_ARGS <<< "${FINETUNE_EXTRA:-}"
 if (( FINETUNE_STEPS > 0 )); then  # the MCQ-weighted second stage (configs/train/synthvid-target-mcq-ft.yaml)
   train synthvid-target synthvid-target-mcq-ft "${FINETUNE_TIME:-00:00:04:00}" "$FINETUNE_STEPS" \
     --model.init_args.init_from "$SFT_ROOT/$SFT_NAME" --model.init_args.optim.lr "${FINETUNE_LR:-2.0e-4}" \
-    --data.batch_size "${FINETUNE_BATCH:-32}" "${VAL_ARGS[@]}"
+    --data.batch_size "${FINETUNE_BATCH:-32}" "${VAL_ARGS[@]}" "${FINETUNE_ARGS[@]}"
 fi
 if [[ "${STOP_AFTER:-}" == finetune ]]; then  # the target alone: Sparrow and the figures left to the CPU
   wait

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -114,3 +116,55 @@ def test_train_loader_keeps_its_workers_across_epochs(tiny_dataset):
     assert not loader0.persistent_workers and loader.persistent_workers
     assert its[0] is its[1]  # the second epoch reuses the first epoch's worker processes
     assert got == ref and ref[0] != ref[1]  # same batches as in-process loading; epochs reshuffle
+
+
+def _facts(*motions, **change):
+    objs = [{"colour": "red", "motion": m, "first_frame": 0, "last_frame": 7, "turn_frame": None, "new_colour": None,
+             "track": {"growth": 0.0, "spin": 0.0}} for m in motions]
+    for k, v in change.items():
+        objs[0][k] = v
+    return json.dumps({"num_frames": 8, "events": [], "objects": objs})
+
+
+def test_time_reversed_answers():
+    from vidspec.draft_training.data import time_reversed_answer
+
+    pieces = ["We", " see", " a", " red", " star", " which", " slides", " left", ".", " A", " blue", " cross",
+              " stays", " still", "."]
+    labels = ["filler"] * 7 + ["motion", "filler", "filler", "colour", "shape", "filler", "motion", "filler"]
+    cap = {"question": "Describe the video.", "answer": "".join(pieces), "style": "alpha", "pieces": pieces,
+           "labels": labels, "facts": _facts("left", "still")}
+    assert time_reversed_answer(cap) == "We see a red star which slides right. A blue cross stays still."
+    assert time_reversed_answer({**cap, "answer": "Something else."}) is None  # pieces that are not the answer
+    assert time_reversed_answer({**cap, "labels": None}) is None  # a caption without labels
+    options = ["A. Moves up.", "B. Stays still.", "C. Moves down.", "D. Grows."]
+    mcq = {"question": "How does the red star move?", "options": options, "answer": "A", "task_type": "motion",
+           "facts": _facts("up")}
+    assert time_reversed_answer(mcq) == "C"
+    assert time_reversed_answer({**mcq, "options": options[:2] + ["C. Moves left.", "D. Grows."]}) is None
+    assert time_reversed_answer({**mcq, "answer": "B", "facts": _facts("still")}) == "B"
+    assert time_reversed_answer({**mcq, "task_type": "colour", "answer": "D"}) == "D"  # not about motion
+    assert time_reversed_answer({**mcq, "task_type": None}) is None
+    open_q = {"question": "How does the red star move?", "answer": "moves up", "task_type": "motion",
+              "facts": _facts("up")}
+    assert time_reversed_answer(open_q) == "moves down"
+    assert time_reversed_answer({**open_q, "task_type": "count", "answer": "1"}) == "1"
+    # scenes whose reversal is not a swap of directions, and questions that name one
+    assert time_reversed_answer({**open_q, "facts": _facts("up", first_frame=2)}) is None
+    assert time_reversed_answer({**open_q, "facts": _facts("up", turn_frame=3)}) is None
+    assert time_reversed_answer({**open_q, "facts": _facts("up", track={"growth": 0.1})}) is None
+    assert time_reversed_answer({**open_q, "facts": json.dumps({"num_frames": 8, "events": [{"kind": "x"}],
+                                                                "objects": []})}) is None
+    assert time_reversed_answer({**open_q, "question": "What colour is the object moving left?"}) is None
+    assert time_reversed_answer({k: v for k, v in open_q.items() if k != "facts"}) is None
+
+
+def test_reverse_time_needs_a_probability_and_reversible_rows(tiny_dataset):
+    from vidspec.decoding.errors import ConfigError
+
+    for bad in (-0.1, 1.5, True, "half"):
+        with pytest.raises(ConfigError, match="data.reverse_time"):
+            VideoTextDataModule(str(tiny_dataset), reverse_time=bad)
+    m = _module(tiny_dataset, "llava-ov")
+    with pytest.raises(ConfigError, match="data.reverse_time: no training row"):  # the tiny set has no facts
+        _dm(tiny_dataset, m, reverse_time=0.5)

@@ -75,10 +75,13 @@ InputSpec`` (its HF config, tokenizer, frame budget and adapter options).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
+import json
 import logging
 import os
+import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,10 +158,69 @@ class Row:
     answer: str
     video: str
     kind: str = ""
+    reversed_answer: str | None = None
 
 
-def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instruction: str) -> list[Row]:
-    """Turn a ``datasets.Dataset`` into :class:`Row` s (style filter applied to captions).
+_OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up"}
+_DIRECTION = re.compile(r"\b(left|right|up|down)\b", re.IGNORECASE)
+
+
+def _swap_directions(text: str) -> str:
+    def swap(m: re.Match) -> str:
+        word = _OPPOSITE[m.group(1).lower()]
+        return word.capitalize() if m.group(1)[0].isupper() else word
+    return _DIRECTION.sub(swap, text)
+
+
+def time_reversed_answer(r: dict) -> str | None:
+    """The answer of a SynthVid-schema row for its video played backwards, or None where the row does not say it.
+
+    Reversed, an object that moves left moves right and one that moves up moves down; a still one stays still, and
+    colours, shapes and the count do not change. That holds only for scenes without events, turns, growth, spin,
+    colour changes or objects that enter late or leave early (``facts``). Captions need their ``pieces`` and
+    ``labels``: the pieces labelled ``motion`` are swapped. A motion MCQ takes the letter of the option that states
+    the opposite motion (None when no option does); other MCQs and open questions keep their answer, with the
+    directions of an open motion answer swapped. A question that names a direction is left alone (None).
+    """
+    facts = r.get("facts")
+    if not facts or _DIRECTION.search(r.get("question") or ""):
+        return None
+    f = json.loads(facts) if isinstance(facts, str) else facts
+    n = int(f.get("num_frames") or 0)
+    if f.get("events") or n < 2 or not f.get("objects"):
+        return None
+    for o in f["objects"]:
+        track = o.get("track") or {}
+        if (o.get("motion") not in (*_OPPOSITE, "still") or o.get("first_frame", 0) != 0
+                or o.get("last_frame", n - 1) != n - 1 or o.get("turn_frame") is not None
+                or o.get("new_colour") is not None or track.get("growth") or track.get("spin")):
+            return None
+    answer, kind = str(r["answer"]), r.get("task_type")
+    if r.get("options"):
+        if kind != "motion":
+            return answer if kind else None
+        letters = [opt.split(".", 1)[0].strip() for opt in r["options"]]
+        bodies = [opt.split(".", 1)[1].strip() if "." in opt else opt for opt in r["options"]]
+        if answer not in letters:
+            return None
+        want = _swap_directions(bodies[letters.index(answer)])
+        return letters[bodies.index(want)] if want in bodies else None
+    if r.get("labels") is not None:  # a caption: its motion pieces swapped
+        pieces, labels = r.get("pieces"), r["labels"]
+        if isinstance(pieces, str) or isinstance(labels, str):
+            return None
+        if "".join(pieces) != answer:
+            return None
+        return "".join(_swap_directions(p) if lab == "motion" else p for p, lab in zip(pieces, labels))
+    if kind is None or r.get("style") is not None:  # a caption without labels, or an untyped question
+        return None
+    return _swap_directions(answer) if kind == "motion" else answer
+
+
+def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instruction: str,
+                    time_reversal: bool = False) -> list[Row]:
+    """Turn a ``datasets.Dataset`` into :class:`Row` s (style filter applied to captions); with ``time_reversal``
+    each row also gets its answer for the video played backwards (:func:`time_reversed_answer`).
 
     Raises:
         ConfigError: a required column is missing.
@@ -167,7 +229,8 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
     missing = {"video", "question", "answer"} - cols
     if missing:
         raise ConfigError(f"dataset table lacks columns {sorted(missing)} (has {sorted(cols)})")
-    wanted = ["video", "question", "answer"] + [c for c in ("options", "style", "task_type") if c in cols]
+    extra = ("facts", "pieces", "labels") if time_reversal else ()
+    wanted = ["video", "question", "answer"] + [c for c in ("options", "style", "task_type", *extra) if c in cols]
     rows = []
     for r in table.select_columns(wanted).to_list():
         if styles is not None and r.get("style") is not None and r["style"] not in styles:
@@ -179,7 +242,8 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
         else:
             prompt = r["question"]
         video = Path(r["video"])
-        rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video), kind))
+        rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video), kind,
+                        time_reversed_answer(r) if time_reversal else None))
     return rows
 
 
@@ -202,13 +266,15 @@ class VideoTextDataset(Dataset):
     """
 
     def __init__(self, rows: list[Row], spec: InputSpec, max_length: int | None = None,
-                 frame_cache: str | None = None, position_stretch: list[int] | None = None, seed: int = 0):
+                 frame_cache: str | None = None, position_stretch: list[int] | None = None, seed: int = 0,
+                 reverse_time: float = 0.0):
         self.rows = rows
         self.spec = spec
         self.max_length = max_length
         self.frame_cache = Path(frame_cache) if frame_cache else None
         self.position_stretch = list(position_stretch) if position_stretch else None
         self.seed = seed
+        self.reverse_time = reverse_time
         self._adapter = None  # built lazily, once per worker process
 
     def __len__(self) -> int:
@@ -254,11 +320,17 @@ class VideoTextDataset(Dataset):
         ad = self.adapter
         tok = self.spec.tokenizer
         clip = self._read(row.video)
+        answer_text = row.answer
+        if (self.reverse_time and row.reversed_answer is not None
+                and _rng(self.seed, epoch, i, _REVERSE).random() < self.reverse_time):
+            # the video played backwards, and its answer for that (the frames keep their times)
+            clip = dataclasses.replace(clip, frames=np.ascontiguousarray(clip.frames[::-1]))
+            answer_text = row.reversed_answer
         # the clip's frames repeated (the adapter repeats processed frames where that equals processing repeated ones)
         visual = ad.repeated_visual_inputs(clip, repeat) if repeat > 1 else None
         prompt_ids, visual = ad.build_prompt(Request(prompt=row.prompt, clip=clip), visual=visual)
         eos = tok.convert_tokens_to_ids("<|im_end|>")
-        answer = tok(row.answer, add_special_tokens=False)["input_ids"] + [eos]
+        answer = tok(answer_text, add_special_tokens=False)["input_ids"] + [eos]
         if self.max_length is not None:
             room = self.max_length - len(prompt_ids)
             if room < 1:
@@ -286,7 +358,7 @@ class VideoTextDataset(Dataset):
 
 # Streams of the per-sample / per-batch draws (so repeat and stretch draws are independent), and of the
 # per-epoch order of frame-budget batches.
-_REPEAT, _STRETCH, _BUDGET_ORDER = 1, 2, 3
+_REPEAT, _STRETCH, _BUDGET_ORDER, _REVERSE = 1, 2, 3, 4
 
 
 def _rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Generator:
@@ -569,6 +641,12 @@ class VideoTextDataModule(L.LightningDataModule):
         position_stretch: LLaVA-OV only: space each training example's frames ``s`` times further
             apart in RoPE positions, ``s`` drawn from this list per example (e.g. ``[1, 2, 4]``);
             None: off.
+        reverse_time: the chance that a training example is shown with its frames in reverse order and its
+            answer for that (:func:`time_reversed_answer`; rows whose reversed answer is not known are never
+            reversed). Drawn per example from ``seed``, so a resumed run sees the same examples. SynthVid starts a
+            moving object at the edge it moves away from, so the first place of an object tells its motion;
+            played backwards it does not, and only the frames' order does (docs/RESULTS.md 40.3). 0: off.
+            Validation is never reversed.
         augment_val: apply ``frame_repeat`` and ``position_stretch`` to validation batches too
             (validation draws use epoch 0, so every validation pass sees the same batches); the
             batches keep ``val_batch_size`` clips whatever ``frame_budget`` says.
@@ -596,11 +674,14 @@ class VideoTextDataModule(L.LightningDataModule):
         frame_repeat: list[int] | None = None,
         frame_budget: int | None = None,
         position_stretch: list[int] | None = None,
+        reverse_time: float = 0.0,
         augment_val: bool = False,
     ):
         super().__init__()
         if batch_size < 1 or num_workers < 0:
             raise ConfigError(f"need batch_size >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
+        if isinstance(reverse_time, bool) or not isinstance(reverse_time, (int, float)) or not 0 <= reverse_time <= 1:
+            raise ConfigError(f"data.reverse_time must be a probability in [0, 1], got {reverse_time!r}")
         frame_repeat = _factors("frame_repeat", frame_repeat)
         position_stretch = _factors("position_stretch", position_stretch)
         if frame_budget is not None:
@@ -631,6 +712,7 @@ class VideoTextDataModule(L.LightningDataModule):
         self.frame_repeat = frame_repeat
         self.frame_budget = frame_budget
         self.position_stretch = position_stretch
+        self.reverse_time = float(reverse_time)
         self.augment_val = augment_val
         self.spec: InputSpec | None = None
         self.train_set: VideoTextDataset | None = None
@@ -642,7 +724,7 @@ class VideoTextDataModule(L.LightningDataModule):
         """Use ``spec`` (the model's input contract) to build examples."""
         self.spec = spec
 
-    def _rows(self, split: str, limit: int | None, interleave: bool = False) -> list[Row]:
+    def _rows(self, split: str, limit: int | None, interleave: bool = False, time_reversal: bool = False) -> list[Row]:
         """The split's rows of every table, in table order, or with ``interleave`` one of each table in turn
         (so the first ``limit`` rows hold every table: captions and each question type in validation)."""
         from datasets import Dataset, DatasetDict, load_from_disk
@@ -664,7 +746,8 @@ class VideoTextDataModule(L.LightningDataModule):
                 table = data
             else:
                 raise ConfigError(f"{folder} is not a datasets Dataset or DatasetDict")
-            per_table.append(rows_from_table(table, self.video_root, self.caption_styles, self.mcq_instruction))
+            per_table.append(rows_from_table(table, self.video_root, self.caption_styles, self.mcq_instruction,
+                                             time_reversal))
         if interleave:
             rows = [r for group in itertools.zip_longest(*per_table) for r in group if r is not None]
         else:
@@ -686,8 +769,12 @@ class VideoTextDataModule(L.LightningDataModule):
             raise ConfigError(f"data.position_stretch is for LLaVA-OV's 1-D positions; this model is "
                               f"{self.spec.hf_config.model_type!r} (M-RoPE)")
         if stage in (None, "fit") and self.train_set is None:
-            self.train_set = VideoTextDataset(self._rows(self.train_split, self.max_train_samples), self.spec,
-                                              self.max_length, self.frame_cache, self.position_stretch, self.seed)
+            rows = self._rows(self.train_split, self.max_train_samples, time_reversal=self.reverse_time > 0)
+            if self.reverse_time > 0 and not any(r.reversed_answer is not None for r in rows):
+                raise ConfigError("data.reverse_time: no training row has a known answer for its video played "
+                                  "backwards (the tables need SynthVid's facts, and captions its pieces and labels)")
+            self.train_set = VideoTextDataset(rows, self.spec, self.max_length, self.frame_cache,
+                                              self.position_stretch, self.seed, self.reverse_time)
         if stage in (None, "fit", "validate") and self.val_split and self.val_set is None:
             stretch = self.position_stretch if self.augment_val else None
             self.val_set = VideoTextDataset(self._rows(self.val_split, self.max_val_samples, interleave=True), self.spec,

@@ -1,0 +1,79 @@
+"""data.reverse_time on a real SynthVid set: reversed examples carry the reversed frames and the answer for them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+
+@pytest.fixture(scope="module")
+def synthvid(tmp_path_factory):
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    return generate_synthvid(tmp_path_factory.mktemp("rev") / "sv",
+                             SynthVidConfig(num_videos=8, seed=5, preset="easy", frames=8, size="64x64",
+                                            split="train", styles="alpha"), progress=False)
+
+
+def _dm(data, module, reverse_time):
+    from vidspec.draft_training.data import VideoTextDataModule
+
+    dm = VideoTextDataModule(str(data), tables=[".", "mcq", "openqa"], batch_size=2, shuffle=False, val_split=None,
+                             reverse_time=reverse_time)
+    dm.attach(module.input_spec())
+    dm.setup("fit")
+    return dm
+
+
+def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
+    from vidspec.draft_training.arch import ArchConfig
+    from vidspec.draft_training.sft import VLMSFTModule
+    from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
+
+    m = VLMSFTModule(tokenizer=str(synthvid / "tokenizer"), arch=ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8}),
+                     max_frames=8, adapter_options={**QWEN_OPTIONS, "min_pixels": 4096, "max_pixels": 4096,
+                                                    "frame_per_patch": True})
+    plain, rev = _dm(synthvid, m, 0.0), _dm(synthvid, m, 1.0)
+    rows = rev.train_set.rows
+    assert [r.answer for r in rows] == [r.answer for r in plain.train_set.rows]
+    assert all(r.reversed_answer is None for r in plain.train_set.rows)  # only computed when asked for
+    tok = m.tokenizer
+    kinds, swapped = set(), 0
+    for i, row in enumerate(rows):
+        a, b = plain.train_set[i], rev.train_set[i]
+        answer_ids = b["labels"][b["labels"] != -100][:-1]  # without <|im_end|>
+        if row.reversed_answer is None:
+            assert torch.equal(a["input_ids"], b["input_ids"])
+            assert torch.equal(a["pixel_values_videos"], b["pixel_values_videos"])
+            continue
+        kinds.add(row.kind or ("caption" if row.prompt.startswith("Describe") else "open"))
+        assert tok.decode(answer_ids) == row.reversed_answer
+        swapped += row.reversed_answer != row.answer
+        # the same pixels as the adapter makes of the frames in reverse order
+        target = m.as_target()
+        clip = target.read_video(row.video)
+        frames = np.ascontiguousarray(clip.frames[::-1])
+        from dataclasses import replace
+
+        want = target.visual_inputs(replace(clip, frames=frames)).tensors["pixel_values_videos"]
+        torch.testing.assert_close(b["pixel_values_videos"], want.to(b["pixel_values_videos"].dtype))
+    assert swapped > 0 and {"caption", "motion"} <= kinds
+    # the reversed caption of a one-object scene names the opposite motion of the scene's facts
+    from datasets import load_from_disk
+
+    table = load_from_disk(str(synthvid))["train"]
+    opposite = {"left": "right", "right": "left", "up": "down", "down": "up", "still": "still"}
+    checked = 0
+    for r, row in zip(table, [r for r in rows if not r.kind and r.prompt.startswith("Describe")]):
+        objs = json.loads(r["facts"])["objects"]
+        if row.reversed_answer is None or len(objs) != 1:
+            continue
+        said = [p for p, lab in zip(r["pieces"], r["labels"]) if lab == "motion"]
+        reversed_pieces = [w for w in row.reversed_answer.split() if w.strip(".,") in opposite]
+        assert said and said[0].strip() == objs[0]["motion"]
+        assert opposite[objs[0]["motion"]] in [w.strip(".,") for w in reversed_pieces]
+        checked += 1
+    assert checked > 0
