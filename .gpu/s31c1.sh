@@ -26,7 +26,7 @@
 # at CPU scale, the two depths trained alike. Use a RUN of its own (RUN=r31-qwen24).
 # TARGET_ARCH_EXTRA (session 34): more SFT arguments after the defaults, e.g. "--model.init_args.arch.tokens_per_second
 # 4" for a target fed one frame per temporal patch (ADAPTER_OPTIONS with "frame_per_patch": true), or
-# "--data.reverse_time 0.5" (half the examples played backwards, with their answers for that; RESULTS 40.3).
+# "--data.time_crop 0.5 --data.reverse_time 0.5" (runs of frames, half of them played backwards; RESULTS 40.5).
 # One layer over s28c1.sh (the LLaVA-OV release's recipe for the Qwen pair), with every setting of s30c1.sh restated
 # here rather than inherited through s30c1.sh -> s29c1.sh.
 RUN=${RUN:-r31-qwen} LR=${LR:-1.0e-3} RELEASE_TOWER=${RELEASE_TOWER:-h128} VISION_STEPS=${VISION_STEPS:-8000} \

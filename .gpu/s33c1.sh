@@ -28,10 +28,11 @@
 #   call 2: $common STOP_AFTER=finetune bash .gpu/s33c1.sh   (the SFTs finish, then the 800-step fine-tunes)
 # Both targets named shapes (object precision 0.95) and called 14-18 of 27 still objects moving: the language model
 # read where the object is, which in SynthVid's easy world tells the motion (RESULTS 40.3). Next, the same two calls
-# with half the training examples played backwards and their answers for that (data.reverse_time), so that only the
-# frames' order tells the motion:
-#   common="VISION_EXTRA=--codec TARGET_ARCH_EXTRA='--model.init_args.arch.tokens_per_second 4 --data.reverse_time 0.5'
-#           FINETUNE_EXTRA='--data.reverse_time 0.5' ADAPTER_OPTIONS='{...as above...}'"
+# with training examples cut to runs of frames and played backwards (data.time_crop, data.reverse_time; RESULTS 40.5),
+# so that the first place tells the motion much less and the frames' order has to:
+#   aug="--data.time_crop 0.5 --data.reverse_time 0.5"
+#   common="VISION_EXTRA=--codec TARGET_ARCH_EXTRA='--model.init_args.arch.tokens_per_second 4 $aug'
+#           FINETUNE_EXTRA='$aug' ADAPTER_OPTIONS='{...as above...}'"
 T0=$(date +%s); source .gpu/setup.sh; date  # the deadline counts from here: a fresh machine's setup takes ~30 s
 O=$OUT; DEADLINE=${DEADLINE:-545}
 A=runs/r31-qwen; B=runs/r33-qwen24

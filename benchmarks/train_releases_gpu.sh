@@ -42,7 +42,7 @@
 # once the first target stage is exported and the draft VLM is done, leaving the fine-tune, Sparrow and the figures
 # to the same command without it: a device call that holds the SFT alone; "finetune": exit 0 once the target's
 # fine-tune is exported, leaving Sparrow and the figures). FIGURES (1; 0: stop before the figures).
-# FINETUNE_EXTRA (more `vidspec train fit` arguments for the MCQ fine-tune, e.g. "--data.reverse_time 0.5").
+# FINETUNE_EXTRA (more `vidspec train fit` arguments for the MCQ fine-tune, e.g. "--data.time_crop 0.5").
 # ADAPTER_OPTIONS (Qwen2.5-VL: the decoding adapter's options as JSON, kept in the release's vidspec.json; default
 # '{"min_pixels": 4096, "max_pixels": 4096}'; with "frame_per_patch": true each frame gets a temporal patch of its own,
 # session 34).

@@ -1,8 +1,10 @@
-"""data.reverse_time on a real SynthVid set: reversed examples carry the reversed frames and the answer for them."""
+"""data.reverse_time and data.time_crop on a real SynthVid set: reversed examples carry the reversed frames and the
+answer for them; cropped ones a run of the frames and the same answer."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,24 +20,29 @@ def synthvid(tmp_path_factory):
                                             split="train", styles="alpha"), progress=False)
 
 
-def _dm(data, module, reverse_time):
+def _dm(data, module, reverse_time, **kw):
     from vidspec.draft_training.data import VideoTextDataModule
 
     dm = VideoTextDataModule(str(data), tables=[".", "mcq", "openqa"], batch_size=2, shuffle=False, val_split=None,
-                             reverse_time=reverse_time)
+                             reverse_time=reverse_time, **kw)
     dm.attach(module.input_spec())
     dm.setup("fit")
     return dm
 
 
-def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
+def _qwen(synthvid):
     from vidspec.draft_training.arch import ArchConfig
     from vidspec.draft_training.sft import VLMSFTModule
     from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
 
-    m = VLMSFTModule(tokenizer=str(synthvid / "tokenizer"), arch=ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8}),
-                     max_frames=8, adapter_options={**QWEN_OPTIONS, "min_pixels": 4096, "max_pixels": 4096,
-                                                    "frame_per_patch": True})
+    return VLMSFTModule(tokenizer=str(synthvid / "tokenizer"),
+                        arch=ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8}), max_frames=8,
+                        adapter_options={**QWEN_OPTIONS, "min_pixels": 4096, "max_pixels": 4096,
+                                         "frame_per_patch": True})
+
+
+def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
+    m = _qwen(synthvid)
     plain, rev = _dm(synthvid, m, 0.0), _dm(synthvid, m, 1.0)
     rows = rev.train_set.rows
     assert [r.answer for r in rows] == [r.answer for r in plain.train_set.rows]
@@ -56,8 +63,6 @@ def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
         target = m.as_target()
         clip = target.read_video(row.video)
         frames = np.ascontiguousarray(clip.frames[::-1])
-        from dataclasses import replace
-
         want = target.visual_inputs(replace(clip, frames=frames)).tensors["pixel_values_videos"]
         torch.testing.assert_close(b["pixel_values_videos"], want.to(b["pixel_values_videos"].dtype))
     assert swapped > 0 and {"caption", "motion"} <= kinds
@@ -77,3 +82,35 @@ def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
         assert opposite[objs[0]["motion"]] in [w.strip(".,") for w in reversed_pieces]
         checked += 1
     assert checked > 0
+
+
+def test_cropped_examples_hold_a_run_of_the_frames_and_the_same_answer(synthvid):
+    m = _qwen(synthvid)
+    plain, crop = _dm(synthvid, m, 0.0), _dm(synthvid, m, 0.0, time_crop=1.0, time_crop_min=4)
+    target = m.as_target()
+    lengths = []
+    for i, row in enumerate(crop.train_set.rows):
+        a, b = plain.train_set[i], crop.train_set[i]
+        assert torch.equal(a["labels"][a["labels"] != -100], b["labels"][b["labels"] != -100])  # the same answer
+        if not row.plain_scene:
+            assert torch.equal(a["pixel_values_videos"], b["pixel_values_videos"])
+            continue
+        n = int(b["video_grid_thw"][0, 0])  # one frame a patch: the run's length
+        lengths.append(n)
+        assert 4 <= n <= 8
+        clip = target.read_video(row.video)
+        runs = [target.visual_inputs(replace(clip, frames=clip.frames[s:s + n], timestamps=()))
+                .tensors["pixel_values_videos"] for s in range(clip.num_frames - n + 1)]
+        assert any(torch.equal(b["pixel_values_videos"], r.to(b["pixel_values_videos"].dtype)) for r in runs)
+    assert lengths and min(lengths) < 8  # some examples are cut
+
+
+def test_a_batch_of_runs_of_different_lengths_trains(synthvid):
+    m = _qwen(synthvid)
+    dm = _dm(synthvid, m, 0.5, time_crop=1.0, time_crop_min=4)
+    samples = [dm.train_set[i] for i in range(len(dm.train_set.rows)) if dm.train_set.rows[i].plain_scene][:6]
+    batch = dm.collator()(samples)
+    assert len(set(batch["video_grid_thw"][:, 0].tolist())) > 1  # clips of different lengths in one batch
+    loss = m.training_step(batch, 0)
+    loss.backward()
+    assert torch.isfinite(loss) and all(p.grad is None or torch.isfinite(p.grad).all() for p in m.parameters())

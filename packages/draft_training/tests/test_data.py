@@ -159,12 +159,30 @@ def test_time_reversed_answers():
     assert time_reversed_answer({k: v for k, v in open_q.items() if k != "facts"}) is None
 
 
-def test_reverse_time_needs_a_probability_and_reversible_rows(tiny_dataset):
+def test_time_augments_need_probabilities_and_rows_they_fit(tiny_dataset):
     from vidspec.decoding.errors import ConfigError
 
-    for bad in (-0.1, 1.5, True, "half"):
-        with pytest.raises(ConfigError, match="data.reverse_time"):
-            VideoTextDataModule(str(tiny_dataset), reverse_time=bad)
+    for name in ("reverse_time", "time_crop"):
+        for bad in (-0.1, 1.5, True, "half"):
+            with pytest.raises(ConfigError, match=f"data.{name}"):
+                VideoTextDataModule(str(tiny_dataset), **{name: bad})
+    for bad in (1, 2.5, True):
+        with pytest.raises(ConfigError, match="data.time_crop_min"):
+            VideoTextDataModule(str(tiny_dataset), time_crop=0.5, time_crop_min=bad)
     m = _module(tiny_dataset, "llava-ov")
     with pytest.raises(ConfigError, match="data.reverse_time: no training row"):  # the tiny set has no facts
         _dm(tiny_dataset, m, reverse_time=0.5)
+    with pytest.raises(ConfigError, match="LLaVA-OV batches"):
+        _dm(tiny_dataset, m, time_crop=0.5)
+    with pytest.raises(ConfigError, match="data.time_crop: no training row"):
+        _dm(tiny_dataset, _module(tiny_dataset, "qwen2.5-vl"), time_crop=0.5)
+
+
+def test_plain_scene():
+    from vidspec.draft_training.data import plain_scene
+
+    assert plain_scene({"facts": _facts("left", "still")})
+    assert not plain_scene({"facts": _facts("left", last_frame=5)})
+    assert not plain_scene({"facts": _facts("left", new_colour="blue")})
+    assert not plain_scene({"facts": _facts("zigzag")})
+    assert not plain_scene({})

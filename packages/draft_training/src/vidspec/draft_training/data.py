@@ -159,6 +159,7 @@ class Row:
     video: str
     kind: str = ""
     reversed_answer: str | None = None
+    plain_scene: bool = False
 
 
 _OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up"}
@@ -172,29 +173,37 @@ def _swap_directions(text: str) -> str:
     return _DIRECTION.sub(swap, text)
 
 
-def time_reversed_answer(r: dict) -> str | None:
-    """The answer of a SynthVid-schema row for its video played backwards, or None where the row does not say it.
-
-    Reversed, an object that moves left moves right and one that moves up moves down; a still one stays still, and
-    colours, shapes and the count do not change. That holds only for scenes without events, turns, growth, spin,
-    colour changes or objects that enter late or leave early (``facts``). Captions need their ``pieces`` and
-    ``labels``: the pieces labelled ``motion`` are swapped. A motion MCQ takes the letter of the option that states
-    the opposite motion (None when no option does); other MCQs and open questions keep their answer, with the
-    directions of an open motion answer swapped. A question that names a direction is left alone (None).
-    """
+def plain_scene(r: dict) -> bool:
+    """Whether a SynthVid-schema row's scene (its ``facts``) only has objects that are there from the first frame to
+    the last, each moving one way or still, without events, turns, growth, spin or colour changes: any run of its
+    frames, forwards or backwards, then shows the same objects with the same (or, backwards, opposite) motions."""
     facts = r.get("facts")
-    if not facts or _DIRECTION.search(r.get("question") or ""):
-        return None
+    if not facts:
+        return False
     f = json.loads(facts) if isinstance(facts, str) else facts
     n = int(f.get("num_frames") or 0)
     if f.get("events") or n < 2 or not f.get("objects"):
-        return None
+        return False
     for o in f["objects"]:
         track = o.get("track") or {}
         if (o.get("motion") not in (*_OPPOSITE, "still") or o.get("first_frame", 0) != 0
                 or o.get("last_frame", n - 1) != n - 1 or o.get("turn_frame") is not None
                 or o.get("new_colour") is not None or track.get("growth") or track.get("spin")):
-            return None
+            return False
+    return True
+
+
+def time_reversed_answer(r: dict) -> str | None:
+    """The answer of a SynthVid-schema row for its video played backwards, or None where the row does not say it.
+
+    Reversed, an object that moves left moves right and one that moves up moves down; a still one stays still, and
+    colours, shapes and the count do not change. That holds only for a :func:`plain_scene`. Captions need their ``pieces`` and
+    ``labels``: the pieces labelled ``motion`` are swapped. A motion MCQ takes the letter of the option that states
+    the opposite motion (None when no option does); other MCQs and open questions keep their answer, with the
+    directions of an open motion answer swapped. A question that names a direction is left alone (None).
+    """
+    if _DIRECTION.search(r.get("question") or "") or not plain_scene(r):
+        return None
     answer, kind = str(r["answer"]), r.get("task_type")
     if r.get("options"):
         if kind != "motion":
@@ -218,9 +227,10 @@ def time_reversed_answer(r: dict) -> str | None:
 
 
 def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instruction: str,
-                    time_reversal: bool = False) -> list[Row]:
-    """Turn a ``datasets.Dataset`` into :class:`Row` s (style filter applied to captions); with ``time_reversal``
-    each row also gets its answer for the video played backwards (:func:`time_reversed_answer`).
+                    time_augment: bool = False) -> list[Row]:
+    """Turn a ``datasets.Dataset`` into :class:`Row` s (style filter applied to captions); with ``time_augment``
+    each row also gets its answer for the video played backwards (:func:`time_reversed_answer`) and whether any run
+    of its frames keeps its answer (:func:`plain_scene`).
 
     Raises:
         ConfigError: a required column is missing.
@@ -229,7 +239,7 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
     missing = {"video", "question", "answer"} - cols
     if missing:
         raise ConfigError(f"dataset table lacks columns {sorted(missing)} (has {sorted(cols)})")
-    extra = ("facts", "pieces", "labels") if time_reversal else ()
+    extra = ("facts", "pieces", "labels") if time_augment else ()
     wanted = ["video", "question", "answer"] + [c for c in ("options", "style", "task_type", *extra) if c in cols]
     rows = []
     for r in table.select_columns(wanted).to_list():
@@ -243,7 +253,7 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
             prompt = r["question"]
         video = Path(r["video"])
         rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video), kind,
-                        time_reversed_answer(r) if time_reversal else None))
+                        time_reversed_answer(r) if time_augment else None, time_augment and plain_scene(r)))
     return rows
 
 
@@ -267,7 +277,7 @@ class VideoTextDataset(Dataset):
 
     def __init__(self, rows: list[Row], spec: InputSpec, max_length: int | None = None,
                  frame_cache: str | None = None, position_stretch: list[int] | None = None, seed: int = 0,
-                 reverse_time: float = 0.0):
+                 reverse_time: float = 0.0, time_crop: float = 0.0, time_crop_min: int = 4):
         self.rows = rows
         self.spec = spec
         self.max_length = max_length
@@ -275,6 +285,8 @@ class VideoTextDataset(Dataset):
         self.position_stretch = list(position_stretch) if position_stretch else None
         self.seed = seed
         self.reverse_time = reverse_time
+        self.time_crop = time_crop
+        self.time_crop_min = time_crop_min
         self._adapter = None  # built lazily, once per worker process
 
     def __len__(self) -> int:
@@ -321,6 +333,14 @@ class VideoTextDataset(Dataset):
         tok = self.spec.tokenizer
         clip = self._read(row.video)
         answer_text = row.answer
+        if self.time_crop and row.plain_scene and _rng(self.seed, epoch, i, _CROP).random() < self.time_crop:
+            # a run of at least time_crop_min of the clip's frames: the same objects and motions, other places
+            draw = _rng(self.seed, epoch, i, _CROP_RUN)
+            n = clip.num_frames
+            length = int(draw.integers(min(self.time_crop_min, n), n + 1))
+            start = int(draw.integers(0, n - length + 1))
+            clip = dataclasses.replace(clip, frames=clip.frames[start:start + length],
+                                       timestamps=tuple(clip.timestamps[start:start + length]))
         if (self.reverse_time and row.reversed_answer is not None
                 and _rng(self.seed, epoch, i, _REVERSE).random() < self.reverse_time):
             # the video played backwards, and its answer for that (the frames keep their times)
@@ -358,7 +378,7 @@ class VideoTextDataset(Dataset):
 
 # Streams of the per-sample / per-batch draws (so repeat and stretch draws are independent), and of the
 # per-epoch order of frame-budget batches.
-_REPEAT, _STRETCH, _BUDGET_ORDER, _REVERSE = 1, 2, 3, 4
+_REPEAT, _STRETCH, _BUDGET_ORDER, _REVERSE, _CROP, _CROP_RUN = 1, 2, 3, 4, 5, 6
 
 
 def _rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Generator:
@@ -643,10 +663,14 @@ class VideoTextDataModule(L.LightningDataModule):
             None: off.
         reverse_time: the chance that a training example is shown with its frames in reverse order and its
             answer for that (:func:`time_reversed_answer`; rows whose reversed answer is not known are never
-            reversed). Drawn per example from ``seed``, so a resumed run sees the same examples. SynthVid starts a
-            moving object at the edge it moves away from, so the first place of an object tells its motion;
-            played backwards it does not, and only the frames' order does (docs/RESULTS.md 40.3). 0: off.
-            Validation is never reversed.
+            reversed). Drawn per example from ``seed``, so a resumed run sees the same examples. 0: off.
+        time_crop: the chance that a training example of a :func:`plain_scene` is shown only a run of its
+            frames, at least ``time_crop_min`` of them (length and start drawn per example from ``seed``), with
+            the same answer. SynthVid's easy world starts a moving object at the edge it moves away from, so where
+            an object is in the first (or last) frame tells its motion; in a run of frames, forwards or backwards,
+            it does much less, and the change over the frames has to (docs/RESULTS.md 40.3, 40.5). 0: off.
+        time_crop_min: the fewest frames ``time_crop`` keeps. Validation is never cropped or reversed.
+            Qwen2.5-VL only: a LLaVA-OV batch stacks its clips' frames, so they must be of one length.
         augment_val: apply ``frame_repeat`` and ``position_stretch`` to validation batches too
             (validation draws use epoch 0, so every validation pass sees the same batches); the
             batches keep ``val_batch_size`` clips whatever ``frame_budget`` says.
@@ -675,13 +699,18 @@ class VideoTextDataModule(L.LightningDataModule):
         frame_budget: int | None = None,
         position_stretch: list[int] | None = None,
         reverse_time: float = 0.0,
+        time_crop: float = 0.0,
+        time_crop_min: int = 4,
         augment_val: bool = False,
     ):
         super().__init__()
         if batch_size < 1 or num_workers < 0:
             raise ConfigError(f"need batch_size >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
-        if isinstance(reverse_time, bool) or not isinstance(reverse_time, (int, float)) or not 0 <= reverse_time <= 1:
-            raise ConfigError(f"data.reverse_time must be a probability in [0, 1], got {reverse_time!r}")
+        for name, chance in (("reverse_time", reverse_time), ("time_crop", time_crop)):
+            if isinstance(chance, bool) or not isinstance(chance, (int, float)) or not 0 <= chance <= 1:
+                raise ConfigError(f"data.{name} must be a probability in [0, 1], got {chance!r}")
+        if isinstance(time_crop_min, bool) or not isinstance(time_crop_min, int) or time_crop_min < 2:
+            raise ConfigError(f"data.time_crop_min must be an integer >= 2 (frames), got {time_crop_min!r}")
         frame_repeat = _factors("frame_repeat", frame_repeat)
         position_stretch = _factors("position_stretch", position_stretch)
         if frame_budget is not None:
@@ -713,6 +742,8 @@ class VideoTextDataModule(L.LightningDataModule):
         self.frame_budget = frame_budget
         self.position_stretch = position_stretch
         self.reverse_time = float(reverse_time)
+        self.time_crop = float(time_crop)
+        self.time_crop_min = time_crop_min
         self.augment_val = augment_val
         self.spec: InputSpec | None = None
         self.train_set: VideoTextDataset | None = None
@@ -724,7 +755,7 @@ class VideoTextDataModule(L.LightningDataModule):
         """Use ``spec`` (the model's input contract) to build examples."""
         self.spec = spec
 
-    def _rows(self, split: str, limit: int | None, interleave: bool = False, time_reversal: bool = False) -> list[Row]:
+    def _rows(self, split: str, limit: int | None, interleave: bool = False, time_augment: bool = False) -> list[Row]:
         """The split's rows of every table, in table order, or with ``interleave`` one of each table in turn
         (so the first ``limit`` rows hold every table: captions and each question type in validation)."""
         from datasets import Dataset, DatasetDict, load_from_disk
@@ -747,7 +778,7 @@ class VideoTextDataModule(L.LightningDataModule):
             else:
                 raise ConfigError(f"{folder} is not a datasets Dataset or DatasetDict")
             per_table.append(rows_from_table(table, self.video_root, self.caption_styles, self.mcq_instruction,
-                                             time_reversal))
+                                             time_augment))
         if interleave:
             rows = [r for group in itertools.zip_longest(*per_table) for r in group if r is not None]
         else:
@@ -765,16 +796,24 @@ class VideoTextDataModule(L.LightningDataModule):
                 raise ConfigError("VideoTextDataModule needs an input spec: call attach() or use a module "
                                   "with an input_spec() method")
             self.spec = module.input_spec()
+        if self.time_crop > 0 and self.spec.hf_config.model_type == "llava_onevision":
+            raise ConfigError("data.time_crop gives clips of different lengths, which Qwen2.5-VL batches take and "
+                              "LLaVA-OV batches (frames stacked per clip) do not")
         if self.position_stretch and self.spec.hf_config.model_type != "llava_onevision":
             raise ConfigError(f"data.position_stretch is for LLaVA-OV's 1-D positions; this model is "
                               f"{self.spec.hf_config.model_type!r} (M-RoPE)")
         if stage in (None, "fit") and self.train_set is None:
-            rows = self._rows(self.train_split, self.max_train_samples, time_reversal=self.reverse_time > 0)
+            augment = self.reverse_time > 0 or self.time_crop > 0
+            rows = self._rows(self.train_split, self.max_train_samples, time_augment=augment)
             if self.reverse_time > 0 and not any(r.reversed_answer is not None for r in rows):
                 raise ConfigError("data.reverse_time: no training row has a known answer for its video played "
                                   "backwards (the tables need SynthVid's facts, and captions its pieces and labels)")
+            if self.time_crop > 0 and not any(r.plain_scene for r in rows):
+                raise ConfigError("data.time_crop: no training row has a scene whose frames can be cut (the tables "
+                                  "need SynthVid's facts)")
             self.train_set = VideoTextDataset(rows, self.spec, self.max_length, self.frame_cache,
-                                              self.position_stretch, self.seed, self.reverse_time)
+                                              self.position_stretch, self.seed, self.reverse_time, self.time_crop,
+                                              self.time_crop_min)
         if stage in (None, "fit", "validate") and self.val_split and self.val_set is None:
             stretch = self.position_stretch if self.augment_val else None
             self.val_set = VideoTextDataset(self._rows(self.val_split, self.max_val_samples, interleave=True), self.spec,
