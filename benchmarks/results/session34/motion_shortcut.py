@@ -5,7 +5,8 @@ whose colour names no single object are skipped), and its true motion, the motio
 position (``track.x0``, ``track.y0`` in pixels of the 64 x 64 frame) are listed, with a summary per (true, said) pair.
 SynthVid's easy world starts a moving object at the edge it moves away from, so a language model that reads where
 the object is, and not how that changes over the frames, names a direction from the place alone. How well the
-place alone does: a 15-nearest-neighbour vote on the first place, fitted on the training split's objects.
+place alone does: a 15-nearest-neighbour vote on the first place, fitted on the training split's objects; and the
+same for the examples that data.reverse_time and data.time_crop make (the first place they show).
 
     python benchmarks/results/session34/motion_shortcut.py --data DATA --split validation \
         --figures F1.json [F2.json ...] --out OUT.json
@@ -46,16 +47,41 @@ def summary(rows: list[dict]) -> dict:
                 "mean_y0": round(sum(r["y0"] for r in v) / len(v), 1)} for k, v in sorted(groups.items())}
 
 
-def start_places(table) -> tuple[list[tuple[float, float]], list[str]]:
-    """Every object's first place (x0, y0) and motion, once per video of a split."""
+_OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up", "still": "still"}
+
+
+def _place(track: dict, k: int, n: int) -> tuple[float, float]:
+    """An object's place at frame ``k`` (it stops at frame ``stop``)."""
+    k = min(k, track.get("stop", n - 1))
+    return track["x0"] + track["vx"] * k, track["y0"] + track["vy"] * k
+
+
+def start_places(table, mode: str = "forwards", seed: int = 0, crop_min: int = 4) -> tuple[list, list[str]]:
+    """Every object's first place (x0, y0) and motion as a training example shows them, once per video of a split.
+
+    ``mode``: "forwards" (as recorded), "backwards" (data.reverse_time 1: the last place, the opposite motion), or
+    "crop+reverse" (data.time_crop 1 with time_crop_min ``crop_min``, then data.reverse_time 0.5: the first place
+    of a run of frames, the run played backwards half the time).
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
     seen, places, motions = set(), [], []
     for r in table:
         if r["video"] in seen:
             continue
         seen.add(r["video"])
-        for o in json.loads(r["facts"])["objects"]:
-            places.append((o["track"]["x0"], o["track"]["y0"]))
-            motions.append(o["motion"])
+        facts = json.loads(r["facts"])
+        n = int(facts["num_frames"])
+        for o in facts["objects"]:
+            t = o["track"]
+            first, last, backwards = 0, n - 1, mode == "backwards"
+            if mode == "crop+reverse":
+                length = int(rng.integers(crop_min, n + 1))
+                first = int(rng.integers(0, n - length + 1))
+                last, backwards = first + length - 1, bool(rng.random() < 0.5)
+            places.append(_place(t, last if backwards else first, n))
+            motions.append(_OPPOSITE[o["motion"]] if backwards else o["motion"])
     return places, motions
 
 
@@ -91,12 +117,14 @@ def main(argv: list[str] | None = None) -> int:
 
     table = load_from_disk(a.data)[a.split].select_columns(["video", "facts"])
     facts = {r["video"]: json.loads(r["facts"]) for r in table}
-    train_places = start_places(load_from_disk(a.data)["train"].select_columns(["video", "facts"]))
-    test_places = start_places(table)
-    vote = place_vote(train_places, (test_places[0][:a.vote_limit], test_places[1][:a.vote_limit]))
-    print(f"first place alone names the motion of {vote['objects']} {a.split} objects: {vote['accuracy']:.3f} "
-          f"{vote['per_motion']}")
-    report = {"first_place_vote": vote}
+    train = load_from_disk(a.data)["train"].select_columns(["video", "facts"])
+    report = {}
+    for mode in ("forwards", "backwards", "crop+reverse"):
+        train_places, test_places = start_places(train, mode), start_places(table, mode, seed=1)
+        vote = place_vote(train_places, (test_places[0][:a.vote_limit], test_places[1][:a.vote_limit]))
+        print(f"{mode}: the first place alone names the motion of {vote['objects']} {a.split} objects: "
+              f"{vote['accuracy']:.3f} {vote['per_motion']}")
+        report["first_place_vote" if mode == "forwards" else f"first_place_vote_{mode}"] = vote
     for f in a.figures:
         rows = false_motion_claims(json.loads(Path(f).read_text()), facts)
         report[f] = {"claims": rows, "summary": summary(rows)}
