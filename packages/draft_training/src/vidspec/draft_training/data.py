@@ -193,16 +193,17 @@ def plain_scene(r: dict) -> bool:
     return True
 
 
-def time_reversed_answer(r: dict) -> str | None:
+def time_reversed_answer(r: dict, plain: bool | None = None) -> str | None:
     """The answer of a SynthVid-schema row for its video played backwards, or None where the row does not say it.
 
     Reversed, an object that moves left moves right and one that moves up moves down; a still one stays still, and
-    colours, shapes and the count do not change. That holds only for a :func:`plain_scene`. Captions need their ``pieces`` and
+    colours, shapes and the count do not change. That holds only for a :func:`plain_scene` (``plain``: its value
+    for ``r`` when the caller has it, so the facts are not parsed again). Captions need their ``pieces`` and
     ``labels``: the pieces labelled ``motion`` are swapped. A motion MCQ takes the letter of the option that states
     the opposite motion (None when no option does); other MCQs and open questions keep their answer, with the
     directions of an open motion answer swapped. A question that names a direction is left alone (None).
     """
-    if _DIRECTION.search(r.get("question") or "") or not plain_scene(r):
+    if _DIRECTION.search(r.get("question") or "") or not (plain_scene(r) if plain is None else plain):
         return None
     answer, kind = str(r["answer"]), r.get("task_type")
     if r.get("options"):
@@ -252,8 +253,9 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
         else:
             prompt = r["question"]
         video = Path(r["video"])
+        plain = time_augment and plain_scene(r)
         rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video), kind,
-                        time_reversed_answer(r) if time_augment else None, time_augment and plain_scene(r)))
+                        time_reversed_answer(r, plain) if plain else None, plain))
     return rows
 
 
