@@ -13,7 +13,7 @@
 # 2525 of 3000 (7.7 steps/s, the LR at 11% of its peak) and LIMIT killed the export, which a warm second call then did
 # (.gpu/README.md). Now 2300 steps in at most 300 s: the schedule ends, and the export fits. The SFT stage comes back
 # in r15-releases.tgz.part-* (stages/synthvid-target-sft), the tower's curve in r15runs.tgz.
-DRAFT=${DRAFT:-$PWD/runs/s30-qwen-draft} VISION_TRAIN=${VISION_TRAIN:-60000} VISION_STEPS=${VISION_STEPS:-6000} \
+DRAFT=${DRAFT-$PWD/runs/s30-qwen-draft} VISION_TRAIN=${VISION_TRAIN:-60000} VISION_STEPS=${VISION_STEPS:-6000} \
   TARGET_STEPS=${TARGET_STEPS:-2300} TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-2300} \
   TARGET_TIME=${TARGET_TIME:-00:00:05:00} LIMIT=${LIMIT:-555} \
   bash .gpu/s31c1.sh

@@ -48,10 +48,14 @@ left=$(( DEADLINE - ($(date +%s) - T0) )); echo "== runs ${RUNS:=a b}: $left s l
 if [[ -n ${ONE_CALL:-} ]]; then  # one call only (little device time left): the SFT stops in time to be exported here
   s=$(( left - 45 )); export TARGET_TIME=$(printf '00:00:%02d:%02d' $(( s / 60 )) $(( s % 60 )))
 fi
+# Without session 30's draft VLM (runs/s30-qwen-draft, carried), run a trains one in the background (DRAFT empty:
+# train_releases_gpu.sh's release profile) and run b's figures use it.
+DA=${DRAFT-$PWD/runs/s30-qwen-draft}; DB=$DA
+[[ -f $DA/config.json ]] || { DA=; DB=$PWD/$A/releases/synthvid-draft; echo "== no draft VLM carried: run a trains one"; }
 for r in $RUNS; do
   case $r in
-    a) (OUT=$O/a LIMIT=$left bash .gpu/s32c1.sh) > $O/a.log 2>&1 & ;;
-    b) (OUT=$O/b LIMIT=$left RUN=r33-qwen24 TARGET_LAYERS=24 TARGET_FFN=192 bash .gpu/s32c1.sh) > $O/b.log 2>&1 & ;;
+    a) (DRAFT=$DA OUT=$O/a LIMIT=$left bash .gpu/s32c1.sh) > $O/a.log 2>&1 & ;;
+    b) (DRAFT=$DB OUT=$O/b LIMIT=$left RUN=r33-qwen24 TARGET_LAYERS=24 TARGET_FFN=192 bash .gpu/s32c1.sh) > $O/b.log 2>&1 & ;;
   esac
 done
 wait
