@@ -153,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--codec", action="store_true",
                     help="frames through H.264 and vidspec's reader, as the target gets SynthVid's mp4s")
     ap.add_argument("--out", default="runs/vision-learnability")
+    ap.add_argument("--init", default=None,
+                    help="start from a trained tower: a --save folder or an exported target (tensors whose shapes "
+                         "match; a Qwen2.5-VL merger's last projection starts afresh when --lm-hidden differs)")
     ap.add_argument("--save", default=None,
                     help="save the first config's tower here (tower.safetensors), for VLMSFTModule(vision_init=...)")
     a = ap.parse_args(argv)
@@ -170,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         arch = arch_of(c, a.size, a.family, a.lm_hidden)
         model, curve = train_tower(arch, a.steps, c["lr"], c["batch"], c["warmup"], a.device, (f, l_, y),
                                    (tf, tl, ty), classes, a.every, label=c["name"],
-                                   log=lambda s: print(s, flush=True))
+                                   log=lambda s: print(s, flush=True), init=a.init)
         results.append({"config": c, "curve": curve, "final": curve[-1],
                         "parameters": sum(p.numel() for p in model.tower.parameters())})
         if a.save and i == 0:

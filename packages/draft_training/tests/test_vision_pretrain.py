@@ -164,3 +164,39 @@ def test_qwen_vision_init_std_sets_the_towers_initial_weights(tiny_dataset):
         ArchConfig(**ARCH["llava-ov"], vision_init_std=0.1)
     with pytest.raises(ConfigError, match="vision_init_std"):
         ArchConfig(**base, vision_init_std=0.0)
+
+
+def test_warm_start_keeps_a_qwen_tower_for_another_width(tiny_dataset, tmp_path):
+    """A Qwen2.5-VL tower pretrained for one language-model width starts a tower for another: every tensor but the
+    merger's last projection is copied, from a saved tower or from an exported target's weights."""
+    from vidspec.draft_training.arch import build_hf_config, hf_model_class
+    from vidspec.draft_training.vision_pretrain import QwenTowerProbe, warm_start_tower
+
+    base = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32})
+    torch.manual_seed(1)
+    trained = QwenTowerProbe(base, (3, 3, 3))
+    save_tower(trained, base, tmp_path / "tower")
+    wide = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32, "hidden_size": 2 * base.hidden_size})
+    torch.manual_seed(2)
+    probe = QwenTowerProbe(wide, (3, 3, 3))
+    before = {k: v.clone() for k, v in probe.tower.state_dict().items()}
+    fresh = warm_start_tower(probe.tower, tmp_path / "tower")
+    assert fresh == ["merger.mlp.2.bias", "merger.mlp.2.weight"]
+    got, src = probe.tower.state_dict(), trained.tower.state_dict()
+    for k in got:
+        assert torch.equal(got[k], before[k] if k in fresh else src[k]), k
+    # from an exported target: its tower's tensors, found under the model's prefix
+    from transformers import AutoTokenizer
+
+    model = hf_model_class("qwen2.5-vl")(build_hf_config(base, AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))))
+    model.save_pretrained(tmp_path / "target")
+    again = QwenTowerProbe(wide, (3, 3, 3))
+    assert warm_start_tower(again.tower, tmp_path / "target") == fresh
+    for k, v in model.model.visual.state_dict().items():
+        if k not in fresh:
+            assert torch.equal(again.tower.state_dict()[k], v), k
+    # another family shares nothing; no tower at all is named
+    with pytest.raises(ConfigError, match="shares no tensor"):
+        warm_start_tower(TowerProbe(ArchConfig(**ARCH["llava-ov"]), (3, 3, 3)).tower, tmp_path / "tower")
+    with pytest.raises(ConfigError, match="no tower.safetensors"):
+        warm_start_tower(again.tower, tmp_path / "none")

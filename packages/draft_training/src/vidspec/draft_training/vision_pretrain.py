@@ -135,12 +135,46 @@ def evaluate(model: nn.Module, test, batch: int = 500) -> dict[str, float]:
     return {"shape": right[0] / n, "colour": right[1] / n, "motion": right[2] / n}
 
 
+def warm_start_tower(tower: nn.Module, path: str | Path) -> list[str]:
+    """Copy into ``tower`` every tensor of a trained tower whose name and shape match, and return the names of
+    ``tower``'s tensors left as initialised. ``path`` is a saved tower (a folder with ``tower.safetensors``) or an
+    exported target (``model.safetensors``, whose ``visual.`` / ``vision_tower.`` tensors are the tower). A Qwen2.5-VL
+    tower pretrained for one language-model width starts another width's this way: all but the merger's last
+    projection (``merger.mlp.2``), which depends on the width.
+
+    Raises:
+        ConfigError: no tower at ``path``, or one that shares no tensor with ``tower`` (another family or size).
+    """
+    from safetensors.torch import load_file
+
+    from vidspec.decoding.errors import ConfigError
+
+    p = Path(path)
+    f = next((c for c in (p / TOWER_FILE, p / "model.safetensors", p) if c.is_file()), None)
+    if f is None:
+        raise ConfigError(f"tower init: no {TOWER_FILE} or model.safetensors at {str(path)!r}")
+    state = load_file(str(f))
+    if f.name != TOWER_FILE:  # an exported target: keep its tower's tensors, without their prefix
+        state = {k.split(pre, 1)[1]: v for k, v in state.items() for pre in ("visual.", "vision_tower.") if pre in k}
+    own = tower.state_dict()
+    fit = {k: v.to(own[k].dtype) for k, v in state.items() if k in own and own[k].shape == v.shape}
+    if not fit:
+        raise ConfigError(f"tower init {str(path)!r} shares no tensor with this tower (another family or size)")
+    tower.load_state_dict(fit, strict=False)
+    return sorted(set(own) - set(fit))
+
+
 def train_tower(arch: ArchConfig, steps: int, lr: float, batch: int, warmup: int, device: str,
-                train, test, classes, every: int = 500, label: str = "", log=print) -> tuple[nn.Module, list[dict]]:
+                train, test, classes, every: int = 500, label: str = "", log=print,
+                init: str | Path | None = None) -> tuple[nn.Module, list[dict]]:
     """Train a :class:`TowerProbe` (a :class:`QwenTowerProbe` for a Qwen2.5-VL ``arch``); returns it and the
-    held-out curve (one row per ``every`` steps)."""
+    held-out curve (one row per ``every`` steps). ``init``: start from a trained tower (:func:`warm_start_tower`)."""
     torch.manual_seed(0)
-    model = (QwenTowerProbe if arch.family == "qwen2.5-vl" else TowerProbe)(arch, classes).to(device)
+    model = (QwenTowerProbe if arch.family == "qwen2.5-vl" else TowerProbe)(arch, classes)
+    if init is not None:
+        fresh = warm_start_tower(model.tower, init)
+        log(f"{label:>24} started from {init}; initialised afresh: {', '.join(fresh) or 'nothing'}")
+    model = model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.05)
 
     def factor(s: int) -> float:
