@@ -152,8 +152,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="llava-ov: the committed target's tower and processor; qwen2.5-vl: a Qwen release target's")
     ap.add_argument("--tower", choices=sorted(QWEN_TOWER_WIDTHS), default="h128",
                     help="qwen2.5-vl: the tower's width (default h128, the release tower)")
+    ap.add_argument("--release", type=Path, action="append", default=[],
+                    help="time this exported target as it is, its trained weights included (the end of text is "
+                         "switched off, so it too writes --new-tokens); repeatable, and no --shapes then")
     ap.add_argument("--out", type=Path, help="write the JSON here")
     args = ap.parse_args(argv)
+    if args.release:
+        return time_releases(args)
     try:
         shapes = [parse_shape(s) | {"name": s} for s in args.shapes.split(",")]
     except ValueError as e:
@@ -189,6 +194,37 @@ def main(argv: list[str] | None = None) -> int:
            "releases_mb": releases_mb, "shapes": rows,
            "machine": machine_info("cpu"), "git": git_info(),
            "note": f"random language-model weights at each shape; {tower}; AR decodes of a fixed length"}
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
+
+
+def time_releases(args) -> int:
+    """``--release``: seconds per caption of each named release, as it is, on the same videos as the shapes."""
+    torch.set_num_threads(args.threads)
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    rows = []
+    print("| release | parameters | seconds per caption | new tokens |\n|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = generate_synthvid(Path(tmp) / "sv", SynthVidConfig(
+            num_videos=args.videos, seed=5, preset="easy", size="64x64", frames=8, split="validation",
+            mcq_per_video=0, open_per_video=0), progress=False)
+        videos = sorted((data / "videos").rglob("*.mp4"))[: args.videos]
+        for folder in args.release:
+            if not (folder / "config.json").is_file():
+                print(f"release_shape_cpu.py: {folder} is not an exported target (no config.json)", file=sys.stderr)
+                return 2
+            manifest = json.loads((folder / "manifest.json").read_text()) if (folder / "manifest.json").is_file() else {}
+            row = {"release": str(folder), "parameters": manifest.get("parameters"),
+                   **time_captions(folder, videos, args.new_tokens, args.repeats)}
+            rows.append(row)
+            print(f"| {folder} | {row['parameters']} | {row['seconds_per_caption']:.2f} s | {row['new_tokens']:.0f} |",
+                  flush=True)
+    doc = {"bar_seconds": 2.0, "threads": args.threads, "releases": rows, "machine": machine_info("cpu"),
+           "git": git_info(), "note": "the releases' own weights; end of text off; AR decodes of a fixed length"}
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -1,7 +1,8 @@
 """The committed releases (data/releases/): the set is found as a whole by the demo's discovery, its models are of
 the family its manifests name, its Sparrow draft belongs to its target, its weights are finite, and the strict
-speculative paths with its drafts write the target's own greedy tokens on a fresh SynthVid clip. A set of another
-family (a Qwen2.5-VL pair, docs/RESULTS.md 26.2) joins ``SETS`` when it is committed."""
+speculative paths with its drafts write the target's own greedy tokens on a fresh SynthVid clip. One set per family:
+LLaVA-OneVision's in data/releases/ (the demo's default), Qwen2.5-VL's in data/releases/qwen2.5-vl/ (session 35,
+docs/RESULTS.md 41; `vidspec demo --releases data/releases/qwen2.5-vl`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-SETS = {"llava-ov": REPO / "data" / "releases"}
+SETS = {"llava-ov": REPO / "data" / "releases", "qwen2.5-vl": REPO / "data" / "releases" / "qwen2.5-vl"}
 
 
 @pytest.fixture(scope="module")

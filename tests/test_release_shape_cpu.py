@@ -39,8 +39,8 @@ def test_two_shapes_decode_the_asked_length(tmp_path, capsys):
 
 
 def test_qwen_family_times_a_qwen_target(tmp_path, capsys):
-    # No Qwen2.5-VL release is committed: the shape is built with the release tower train_releases_gpu.sh gives a
-    # Qwen target, written as a release folder that load_target reads, and decoded to the asked length.
+    # A shape is built with the release tower train_releases_gpu.sh gives a Qwen target (random weights), written as
+    # a release folder that load_target reads, and decoded to the asked length.
     from release_shape_cpu import QWEN_TOWER
 
     out = tmp_path / "qwen.json"
@@ -86,3 +86,15 @@ def test_qwen_tower_width_and_mlp_width_reach_the_model(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:  # a wider tower is a Qwen2.5-VL option only
         main(["--tower", "h256", "--shapes", "2x64/2"])
     assert e.value.code == 2 and "--tower" in capsys.readouterr().err
+
+
+def test_release_is_timed_as_it_is(tmp_path, capsys):
+    # --release: the committed Qwen2.5-VL target with its trained weights writes the asked length (its end of text off)
+    out = tmp_path / "release.json"
+    qwen = REPO / "data" / "releases" / "qwen2.5-vl" / "synthvid-target"
+    assert main(["--release", str(qwen), "--videos", "1", "--repeats", "1", "--new-tokens", "7", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["releases"]
+    assert row["new_tokens"] == 7 and row["seconds_per_caption"] > 0
+    assert row["parameters"] == json.loads((qwen / "manifest.json").read_text())["parameters"]
+    assert main(["--release", str(tmp_path), "--videos", "1", "--new-tokens", "2"]) == 2
+    assert "not an exported target" in capsys.readouterr().err
