@@ -33,6 +33,9 @@
 #   aug="--data.time_crop 0.5 --data.reverse_time 0.5"
 #   common="VISION_EXTRA=--codec TARGET_ARCH_EXTRA='--model.init_args.arch.tokens_per_second 4 $aug'
 #           FINETUNE_EXTRA='$aug' ADAPTER_OPTIONS='{...as above...}'"
+# Session 35 ran those two calls (RESULTS 41.1): still objects were called moving as often, and the motion letters
+# stayed unbound. What worked was the language model's shape: 16 x 128 with heads of 64 (RESULTS 41.2, the committed
+# Qwen2.5-VL release; its command is in data/releases/qwen2.5-vl/README.md).
 T0=$(date +%s); source .gpu/setup.sh; date  # the deadline counts from here: a fresh machine's setup takes ~30 s
 O=$OUT; DEADLINE=${DEADLINE:-545}
 A=runs/r31-qwen; B=runs/r33-qwen24
