@@ -46,6 +46,7 @@ lint: install
 # regression. Update the baseline explicitly: $(VENV)/bin/vidspec eval-ci --update-baseline --reason "..."
 eval-ci: install
 	$(VENV)/bin/vidspec eval-ci
+	$(VENV)/bin/vidspec eval-ci --releases data/releases/qwen2.5-vl
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
