@@ -121,6 +121,16 @@ def build(shape: dict, committed: dict, out: Path, seed: int = 0, family: str = 
     return sum(p.numel() for p in model.parameters())
 
 
+def caption_videos(tmp: Path, n: int) -> list[Path]:
+    """``n`` SynthVid validation videos (seed 5) written under ``tmp``: the clips every shape and release captions."""
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    data = generate_synthvid(tmp / "sv", SynthVidConfig(
+        num_videos=n, seed=5, preset="easy", size="64x64", frames=8, split="validation",
+        mcq_per_video=0, open_per_video=0), progress=False)
+    return sorted((data / "videos").rglob("*.mp4"))[:n]
+
+
 def time_captions(target_dir: Path, videos: list[Path], new_tokens: int, repeats: int) -> dict:
     """Median seconds per caption of exactly ``new_tokens`` tokens (one warm-up caption first)."""
     from vidspec.decoding import Request, build_decoder, load_target
@@ -168,16 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     if not (COMMITTED / "config.json").is_file():
         ap.error(f"{COMMITTED}: the committed release target is missing")
     torch.set_num_threads(args.threads)
-    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
     committed = committed_parts()
     rows = []
     print("| shape | parameters | bfloat16 | seconds per caption | new tokens |\n|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        data = generate_synthvid(Path(tmp) / "sv", SynthVidConfig(
-            num_videos=args.videos, seed=5, preset="easy", size="64x64", frames=8, split="validation",
-            mcq_per_video=0, open_per_video=0), progress=False)
-        videos = sorted((data / "videos").rglob("*.mp4"))[: args.videos]
+        videos = caption_videos(Path(tmp), args.videos)
         for shape in shapes:
             folder = Path(tmp) / shape["name"].replace("/", "h")
             params = build(shape, committed, folder, family=args.family, tower=args.tower)
@@ -204,15 +209,10 @@ def main(argv: list[str] | None = None) -> int:
 def time_releases(args) -> int:
     """``--release``: seconds per caption of each named release, as it is, on the same videos as the shapes."""
     torch.set_num_threads(args.threads)
-    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
-
     rows = []
     print("| release | parameters | seconds per caption | new tokens |\n|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        data = generate_synthvid(Path(tmp) / "sv", SynthVidConfig(
-            num_videos=args.videos, seed=5, preset="easy", size="64x64", frames=8, split="validation",
-            mcq_per_video=0, open_per_video=0), progress=False)
-        videos = sorted((data / "videos").rglob("*.mp4"))[: args.videos]
+        videos = caption_videos(Path(tmp), args.videos)
         for folder in args.release:
             if not (folder / "config.json").is_file():
                 print(f"release_shape_cpu.py: {folder} is not an exported target (no config.json)", file=sys.stderr)
