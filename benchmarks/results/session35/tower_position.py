@@ -76,15 +76,15 @@ def encode_qwen(probe, frames, batch: int = 250):
 
 
 def load_siglip(model_dir: str):
-    from safetensors.torch import load_file
     from transformers import SiglipVisionConfig, SiglipVisionModel
+
+    from vidspec.draft_training.vision_pretrain import warm_start_tower
 
     vc = dict(json.loads((Path(model_dir) / "config.json").read_text())["vision_config"])
     vc.pop("model_type", None)
     tower = SiglipVisionModel(SiglipVisionConfig(**vc))
-    state = load_file(str(Path(model_dir) / "model.safetensors"))
-    sd = {k.split("vision_tower.", 1)[1]: v.float() for k, v in state.items() if "vision_tower." in k}
-    tower.load_state_dict(sd, strict=True)
+    fresh = warm_start_tower(tower, model_dir)  # the exported target's vision_tower tensors, every one
+    assert not fresh, f"{model_dir}: its tower lacks {fresh}"
     return tower.eval(), vc["image_size"]
 
 
