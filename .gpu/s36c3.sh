@@ -1,0 +1,23 @@
+# session 36, call 3 (warm, within 30 s of call 2's return): the GPU-scale target's figures on the device, after
+# `bash .gpu/s28c2.sh` (call 1) and `FIGURES=0 bash .gpu/s28c2.sh` (call 2) left its releases in runs/r28-gpu.
+# Issue 4's GPU-scale bar (precision >= 0.98, MCQ >= 0.95) on 150 validation captions and 400 questions (session 18
+# had 60 of each), then on the seed-1 held-out set (90 captions and questions), rendered here (300 videos, ~5 s).
+# Split from call 2 because call 2's SFT steps, export and Sparrow take ~450 s, and the figures ~200 s more.
+#   bash .gpu/s36c3.sh          writes $OUT/figures_val.json, $OUT/figures_heldout.json and their logs
+source .gpu/setup.sh; date
+R=$PWD/runs/${RUN:-r28-gpu}; D=$PWD/runs/h15/synthvid; H=$PWD/runs/h15/heldout
+REL=$R/releases; DRAFT_ARGS=(--draft $PWD/data/releases/synthvid-draft)
+[[ -f $REL/synthvid-target/manifest.json && -f $REL/sparrow-synthvid/manifest.json ]] \
+  || { echo "s36c3: no exported target and Sparrow draft in $REL (run call 2 first)"; exit 2; }
+python3 benchmarks/train_testbed.py --data $D --target $REL/synthvid-target "${DRAFT_ARGS[@]}" \
+  --sparrow $REL/sparrow-synthvid --limit ${EVAL_LIMIT:-150} --mcq-limit ${MCQ_LIMIT:-400} --device cuda \
+  --out $OUT/figures_val.json 2>&1 | grep -v -i warn | tee $OUT/figures_val.log | tail -c 2500
+date
+if [[ "${HELDOUT:-1}" == 1 ]]; then
+  [[ -f $H/synthvid.json ]] || vidspec data synthvid --out $H --num-videos 300 --seed 1 --preset easy --frames 8 \
+    --size 64x64 --styles alpha:1,beta:1 --captions-per-video 2 --workers 12 --no-progress true
+  python3 benchmarks/train_testbed.py --data $H --target $REL/synthvid-target "${DRAFT_ARGS[@]}" \
+    --sparrow $REL/sparrow-synthvid --limit 90 --device cuda \
+    --out $OUT/figures_heldout.json 2>&1 | grep -v -i warn | tee $OUT/figures_heldout.log | tail -c 1500
+fi
+date; nvidia-smi --query-gpu=name --format=csv,noheader
