@@ -5,10 +5,14 @@
 # figures on the H200 on 150 validation captions and 400 questions (Wilson interval of about +-0.02 on the claims,
 # +-0.02 on the questions near 0.97), every caption with a false claim kept in figures.json (RESULTS 25.4). Not with
 # the Qwen plan (.gpu/s28c1.sh) in one session: each takes ~1,000 device-seconds.
-#   call 1: bash .gpu/s28c2.sh   SynthVid, the tower (6000 steps), SFT steps 0 -> 1300, "paused" (rc 3)   (~520 s)
-#   call 2: bash .gpu/s28c2.sh   SFT steps 1300 -> 2400, export (bfloat16, 53 MB: the releases come back in
-#                                15 MB parts, r15-releases.tgz.part-*),
-#                                Sparrow (520 steps), figures (150 captions, 400 MCQ)                      (~560 s)
-# Session 18's step was ~0.25 s; if call 1's median step is over ~0.3 s, lower TARGET_CALL_STEPS.
+#   call 1: bash .gpu/s28c2.sh            SynthVid, the tower (6000 steps), SFT steps 0 -> 1300, "paused" (rc 3)  (~520 s)
+#   call 2: FIGURES=0 bash .gpu/s28c2.sh  SFT steps 1300 -> 2400, export (bfloat16, 53 MB: the releases come back
+#                                         in 15 MB parts, r15-releases.tgz.part-*), Sparrow (520 steps)       (~450 s)
+#   call 3: bash .gpu/s36c3.sh            figures: 150 validation captions and 400 questions, then the seed-1
+#                                         held-out set (90)                                                  (~250 s)
+# Session 18's call 2 with its figures on 60 captions took 541 s; 150 captions and 400 questions add ~110 s more, so
+# the figures are a call of their own (session 36). Session 18's step was ~0.25 s on the H200; if call 1's median
+# step is over ~0.3 s (an H100 may be slower), lower TARGET_CALL_STEPS: a call cut by LIMIT keeps its checkpoint
+# (every 100 steps) and the next call goes on from it.
 RUN=r28-gpu PROFILE=gpu EXPORT_DTYPE=bfloat16 TARGET_CALL_STEPS=${TARGET_CALL_STEPS:-1300} VAL_EVERY=${VAL_EVERY:-400} \
   EVAL_LIMIT=${EVAL_LIMIT:-150} MCQ_LIMIT=${MCQ_LIMIT:-400} LIMIT=${LIMIT:-560} bash .gpu/s15c3.sh

@@ -41,7 +41,6 @@ import functools
 import json
 import math
 import platform
-import random
 import re
 import subprocess
 import sys
@@ -50,6 +49,9 @@ from pathlib import Path
 
 from vidspec.evaluation.records import read_jsonl, run_file
 from vidspec.evaluation.synthvid.tokenizer import vocabulary_words
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testbed_common import bootstrap_ratio_of_sums  # noqa: E402
 
 BAR = 0.9  # τ at the long reading >= 90% of τ at the short one
 
@@ -116,15 +118,8 @@ def _synthvid_tokenizer():
 def bootstrap_ratio(short: list[float], long_: list[float], draws: int = 10_000, seed: int = 0) -> dict:
     """Paired bootstrap of ``mean(long_) / mean(short)`` over the videos (``short[i]`` and ``long_[i]`` are one
     video's τ at the two lengths): the 95% percentile interval and the share of draws at or above the bar."""
-    rng = random.Random(seed)
-    n = len(short)
-    ratios = []
-    for _ in range(draws):
-        idx = [rng.randrange(n) for _ in range(n)]
-        ratios.append(sum(long_[i] for i in idx) / sum(short[i] for i in idx))
-    ratios.sort()
-    return {"draws": draws, "seed": seed, "ci95": [ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]],
-            "share_met": sum(r >= BAR for r in ratios) / draws}
+    b = bootstrap_ratio_of_sums(long_, short, bars=(BAR,), draws=draws, seed=seed)
+    return {"draws": draws, "seed": seed, "ci95": b["ci95"], "share_met": b["share_at_or_above"][str(BAR)]}
 
 
 def analyse(runs: list[tuple[int, list[dict]]], method: str = "sparrow") -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 from pathlib import Path
 
 #: the committed releases and the held-out SynthVid set (data/releases/README.md)
@@ -86,6 +87,23 @@ def warm_up(decs: dict, sample, max_new_tokens: int) -> None:
         decode_sample(dec, sample, max_new_tokens)
         capture_fast_graphs(dec, max_new_tokens)
         decode_sample(dec, sample, max_new_tokens)
+
+
+def bootstrap_ratio_of_sums(num: list[float], den: list[float], bars: tuple[float, ...] = (), draws: int = 10_000,
+                            seed: int = 0) -> dict:
+    """Bootstrap over units (videos, captions) of ``sum(num) / sum(den)``, where unit ``i`` contributes ``num[i]`` and
+    ``den[i]``: the units are resampled with replacement, so what is correlated within a unit (the claims of one
+    caption, one video's τ at two lengths) moves together. Returns the 95% percentile interval and, per bar, the share
+    of draws at or above it."""
+    rng = random.Random(seed)
+    n = len(num)
+    ratios = []
+    for _ in range(draws):
+        idx = [rng.randrange(n) for _ in range(n)]
+        ratios.append(sum(num[i] for i in idx) / sum(den[i] for i in idx))
+    ratios.sort()
+    return {"units": n, "draws": draws, "seed": seed, "ci95": [ratios[int(0.025 * draws)], ratios[int(0.975 * draws) - 1]],
+            "share_at_or_above": {str(b): sum(r >= b for r in ratios) / draws for b in bars}}
 
 
 def emit_json(report: dict, out: str | Path | None) -> None:

@@ -14,6 +14,9 @@ Figures (ALGORITHMS.md section 5 conventions):
   captions.hallucinated           every caption with a false claim: its video, reference, text and the claims
   mcq.accuracy                    option letter extracted from the target's answer
   *_ci95                          Wilson 95% intervals of precision (over claims) and MCQ accuracy
+  captions.precision_bootstrap    the precision's 95% interval over captions (resampled with their claims, which
+                                  Wilson's counts as independent) and the share of draws at or above each bar
+  captions.per_caption            [true claims, claims] of each caption, in order, so it can be reread
   draft.tau                       strict speculative decoding with the draft, K = 4 (bonus included)
   draft.disagreement              teacher-forced on the target's captions: share of positions where the
                                   draft's greedy token differs, split into filler and visual tokens
@@ -40,7 +43,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from testbed_common import caption_rows, emit_json  # noqa: E402
+from testbed_common import bootstrap_ratio_of_sums, caption_rows, emit_json  # noqa: E402
+
+#: issue 4's precision bars: the release-size target's and the GPU-scale target's
+PRECISION_BARS = (0.95, 0.98)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
@@ -52,6 +58,17 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
     p, d = k / n, 1 + z * z / n
     centre, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
     return [centre - half, centre + half]
+
+
+def caption_bootstrap(per_caption: list[list[int]], draws: int = 10_000, seed: int = 0) -> dict | None:
+    """Precision's bootstrap over captions (``per_caption``: [true claims, claims] of each), with the share of draws
+    at or above each of issue 4's bars; None when no caption made a claim. Claims of one caption share its errors (a
+    wrong motion is often said twice), so this interval is the honest one where Wilson's over claims is too narrow."""
+    if not any(n for _, n in per_caption):
+        return None
+    made = [(k, n) for k, n in per_caption if n]  # a caption without claims adds nothing to either sum
+    return bootstrap_ratio_of_sums([k for k, _ in made], [n for _, n in made], bars=PRECISION_BARS, draws=draws,
+                                   seed=seed)
 
 
 def _metrics(release: Path) -> dict:
@@ -151,15 +168,16 @@ def main() -> None:
     dis = {"filler": [0, 0], "visual": [0, 0]}
     emitted = passes = 0
     lossless = True
-    examples, hallucinated = [], []
+    examples, hallucinated, per_caption = [], [], []
     t0 = time.perf_counter()
     for r in rows:
         video = str(data / r["video"])
         request = Request(prompt=r["question"], clip=target.read_video(video))
         res = ar.generate(request, max_new_tokens=args.max_new_tokens)
         j = judge_caption(res.text, json.loads(r["facts"]))
-        claims_true += sum(c.true for c in j.claims)
-        claims += len(j.claims)
+        per_caption.append([sum(c.true for c in j.claims), len(j.claims)])
+        claims_true += per_caption[-1][0]
+        claims += per_caption[-1][1]
         found += sum(j.facts_found.values())
         total += sum(j.facts_total.values())
         for cat, v in j.per_category().items():
@@ -211,10 +229,11 @@ def main() -> None:
         "captions": {
             "videos": len(rows), "precision": claims_true / claims if claims else None,
             "claims": claims, "precision_ci95": wilson(claims_true, claims),
+            "precision_bootstrap": caption_bootstrap(per_caption),
             "recall": found / total if total else None,
             "per_category": {c: (t / n if n else None) for c, (t, n) in sorted(per_cat.items())},
             "seconds_per_caption": caption_s / max(1, len(rows)), "examples": examples,
-            "hallucinated": hallucinated,
+            "hallucinated": hallucinated, "per_caption": per_caption,
         },
         "mcq": {"questions": n_mcq, "accuracy": correct / n_mcq if n_mcq else None,
                 "accuracy_ci95": wilson(correct, n_mcq),

@@ -172,6 +172,24 @@ def test_wilson_interval():
     assert wilson(0, 0) is None and wilson(20, 20)[1] == 1.0 and abs(wilson(0, 10)[0]) < 1e-12
 
 
+def test_caption_bootstrap_moves_a_captions_claims_together():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from train_testbed import caption_bootstrap, wilson
+
+    clustered = [[5, 5]] * 18 + [[0, 5]] * 2  # 90 of 100 claims true, every false one in two captions
+    b = caption_bootstrap(clustered, draws=2000)
+    lo, hi = b["ci95"]
+    w_lo, w_hi = wilson(90, 100)
+    assert lo < 0.9 < hi and hi - lo > w_hi - w_lo  # wider than Wilson's, which counts the claims as independent
+    assert b["units"] == 20 and 0.0 < b["share_at_or_above"]["0.95"] < 1.0
+    assert b == caption_bootstrap(clustered, draws=2000)  # seeded
+    spread = caption_bootstrap([[5, 5]] * 18 + [[4, 5]] * 10, draws=2000)  # the same kind of errors, one a caption
+    assert spread["ci95"][1] - spread["ci95"][0] < hi - lo
+    perfect = caption_bootstrap([[3, 3], [0, 0], [2, 2]], draws=200)  # a caption without claims is left out
+    assert perfect["ci95"] == [1.0, 1.0] and perfect["units"] == 2 and perfect["share_at_or_above"]["0.98"] == 1.0
+    assert caption_bootstrap([[0, 0]]) is None and caption_bootstrap([]) is None
+
+
 def _fresh_clips(tmp_path, videos: int) -> Path:
     """``videos`` fresh SynthVid validation clips in ``tmp_path/sv``."""
     from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
@@ -198,6 +216,8 @@ def test_figures_take_more_questions_than_captions(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     fig = json.loads((tmp_path / "fig.json").read_text())
     assert fig["captions"]["videos"] == 1 and fig["mcq"]["questions"] == 3
+    per = fig["captions"]["per_caption"]
+    assert len(per) == 1 and per[0][1] == fig["captions"]["claims"]
     assert sum(t["questions"] for t in fig["mcq"]["by_type"].values()) == 3
     assert sum(sum(t["answered"].values()) for t in fig["mcq"]["by_type"].values()) == 3
     assert all(set(t["answered"]) <= {"A", "B", "C", "D", "none"} for t in fig["mcq"]["by_type"].values())
