@@ -63,7 +63,8 @@ def wilson(k: int, n: int, z: float = 1.96) -> list[float] | None:
 def caption_bootstrap(per_caption: list[list[int]], draws: int = 10_000, seed: int = 0) -> dict | None:
     """Precision's bootstrap over captions (``per_caption``: [true claims, claims] of each), with the share of draws
     at or above each of issue 4's bars; None when no caption made a claim. Claims of one caption share its errors (a
-    wrong motion is often said twice), so this interval is the honest one where Wilson's over claims is too narrow."""
+    wrong motion can be said twice), and this interval does not take them as independent, as Wilson's over claims
+    does."""
     if not any(n for _, n in per_caption):
         return None
     made = [(k, n) for k, n in per_caption if n]  # a caption without claims adds nothing to either sum
