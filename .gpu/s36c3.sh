@@ -6,18 +6,20 @@
 #   bash .gpu/s36c3.sh          writes $OUT/figures_val.json, $OUT/figures_heldout.json and their logs
 source .gpu/setup.sh; date
 R=$PWD/runs/${RUN:-r28-gpu}; D=$PWD/runs/h15/synthvid; H=$PWD/runs/h15/heldout
-REL=$R/releases; DRAFT_ARGS=(--draft $PWD/data/releases/synthvid-draft)
+REL=$R/releases
 [[ -f $REL/synthvid-target/manifest.json && -f $REL/sparrow-synthvid/manifest.json ]] \
   || { echo "s36c3: no exported target and Sparrow draft in $REL (run call 2 first)"; exit 2; }
-python3 benchmarks/train_testbed.py --data $D --target $REL/synthvid-target "${DRAFT_ARGS[@]}" \
-  --sparrow $REL/sparrow-synthvid --limit ${EVAL_LIMIT:-150} --mcq-limit ${MCQ_LIMIT:-400} --device cuda \
-  --out $OUT/figures_val.json 2>&1 | grep -v -i warn | tee $OUT/figures_val.log | tail -c 2500
-date
+figures() {  # name data train_testbed-args...: figures_<name>.json and its log under $OUT
+  local name=$1 data=$2; shift 2
+  python3 benchmarks/train_testbed.py --data $data --target $REL/synthvid-target --draft $PWD/data/releases/synthvid-draft \
+    --sparrow $REL/sparrow-synthvid --device cuda --out $OUT/figures_$name.json "$@" 2>&1 | grep -v -i warn \
+    | tee $OUT/figures_$name.log | tail -c 2500
+  date
+}
+figures val $D --limit ${EVAL_LIMIT:-150} --mcq-limit ${MCQ_LIMIT:-400}
 if [[ "${HELDOUT:-1}" == 1 ]]; then
   [[ -f $H/synthvid.json ]] || vidspec data synthvid --out $H --num-videos 300 --seed 1 --preset easy --frames 8 \
     --size 64x64 --styles alpha:1,beta:1 --captions-per-video 2 --workers 12 --no-progress true
-  python3 benchmarks/train_testbed.py --data $H --target $REL/synthvid-target "${DRAFT_ARGS[@]}" \
-    --sparrow $REL/sparrow-synthvid --limit 90 --device cuda \
-    --out $OUT/figures_heldout.json 2>&1 | grep -v -i warn | tee $OUT/figures_heldout.log | tail -c 1500
+  figures heldout $H --limit 90
 fi
 date; nvidia-smi --query-gpu=name --format=csv,noheader

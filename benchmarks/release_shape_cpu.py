@@ -131,6 +131,14 @@ def caption_videos(tmp: Path, n: int) -> list[Path]:
     return sorted((data / "videos").rglob("*.mp4"))[:n]
 
 
+def write_doc(doc: dict, out: Path | None) -> None:
+    """Write the run's JSON to ``out`` (parents made), when given."""
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"wrote {out}")
+
+
 def time_captions(target_dir: Path, videos: list[Path], new_tokens: int, repeats: int) -> dict:
     """Median seconds per caption of exactly ``new_tokens`` tokens (one warm-up caption first)."""
     from vidspec.decoding import Request, build_decoder, load_target
@@ -199,10 +207,7 @@ def main(argv: list[str] | None = None) -> int:
            "releases_mb": releases_mb, "shapes": rows,
            "machine": machine_info("cpu"), "git": git_info(),
            "note": f"random language-model weights at each shape; {tower}; AR decodes of a fixed length"}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {args.out}")
+    write_doc(doc, args.out)
     return 0
 
 
@@ -225,10 +230,7 @@ def time_releases(args) -> int:
                   flush=True)
     doc = {"bar_seconds": 2.0, "threads": args.threads, "releases": rows, "machine": machine_info("cpu"),
            "git": git_info(), "note": "the releases' own weights; end of text off; AR decodes of a fixed length"}
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {args.out}")
+    write_doc(doc, args.out)
     return 0
 
 

@@ -65,9 +65,9 @@ def caption_bootstrap(per_caption: list[list[int]], draws: int = 10_000, seed: i
     at or above each of issue 4's bars; None when no caption made a claim. Claims of one caption share its errors (a
     wrong motion can be said twice), and this interval does not take them as independent, as Wilson's over claims
     does."""
-    if not any(n for _, n in per_caption):
-        return None
     made = [(k, n) for k, n in per_caption if n]  # a caption without claims adds nothing to either sum
+    if not made:
+        return None
     return bootstrap_ratio_of_sums([k for k, _ in made], [n for _, n in made], bars=PRECISION_BARS, draws=draws,
                                    seed=seed)
 
