@@ -4,15 +4,19 @@
 # had 60 of each), then on the seed-1 held-out set (90 captions and questions), rendered here (300 videos, ~5 s).
 # Split from call 2 because call 2's SFT steps, export and Sparrow take ~450 s, and the figures ~200 s more.
 #   bash .gpu/s36c3.sh          writes $OUT/figures_val.json, $OUT/figures_heldout.json and their logs
+# TAU=0 (session 37): the target's figures alone (precision, MCQ, teacher-forced words), no draft VLM or Sparrow tau
+# (a caption then costs one AR pass, not four), so they fit in call 2 after `FIGURES=0 STOP_AFTER=finetune`.
 source .gpu/setup.sh; date
 R=$PWD/runs/${RUN:-r28-gpu}; D=$PWD/runs/h15/synthvid; H=$PWD/runs/h15/heldout
 REL=$R/releases
-[[ -f $REL/synthvid-target/manifest.json && -f $REL/sparrow-synthvid/manifest.json ]] \
-  || { echo "s36c3: no exported target and Sparrow draft in $REL (run call 2 first)"; exit 2; }
+TAU_ARGS=(--draft $PWD/data/releases/synthvid-draft --sparrow $REL/sparrow-synthvid)
+[[ "${TAU:-1}" == 0 ]] && TAU_ARGS=()
+[[ -f $REL/synthvid-target/manifest.json && ( ${#TAU_ARGS[@]} == 0 || -f $REL/sparrow-synthvid/manifest.json ) ]] \
+  || { echo "s36c3: no exported target$([[ ${#TAU_ARGS[@]} != 0 ]] && echo ' and Sparrow draft') in $REL (run call 2 first)"; exit 2; }
 figures() {  # name data train_testbed-args...: figures_<name>.json and its log under $OUT
   local name=$1 data=$2; shift 2
-  python3 benchmarks/train_testbed.py --data $data --target $REL/synthvid-target --draft $PWD/data/releases/synthvid-draft \
-    --sparrow $REL/sparrow-synthvid --device cuda --out $OUT/figures_$name.json "$@" 2>&1 | grep -v -i warn \
+  python3 benchmarks/train_testbed.py --data $data --target $REL/synthvid-target "${TAU_ARGS[@]}" \
+    --device cuda --out $OUT/figures_$name.json "$@" 2>&1 | grep -v -i warn \
     | tee $OUT/figures_$name.log | tail -c 2500
   date
 }
