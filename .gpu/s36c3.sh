@@ -9,10 +9,13 @@
 source .gpu/setup.sh; date
 R=$PWD/runs/${RUN:-r28-gpu}; D=$PWD/runs/h15/synthvid; H=$PWD/runs/h15/heldout
 REL=$R/releases
-TAU_ARGS=(--draft $PWD/data/releases/synthvid-draft --sparrow $REL/sparrow-synthvid)
-[[ "${TAU:-1}" == 0 ]] && TAU_ARGS=()
-[[ -f $REL/synthvid-target/manifest.json && ( ${#TAU_ARGS[@]} == 0 || -f $REL/sparrow-synthvid/manifest.json ) ]] \
-  || { echo "s36c3: no exported target$([[ ${#TAU_ARGS[@]} != 0 ]] && echo ' and Sparrow draft') in $REL (run call 2 first)"; exit 2; }
+NEEDED=($REL/synthvid-target); TAU_ARGS=()
+if [[ "${TAU:-1}" != 0 ]]; then
+  NEEDED+=($REL/sparrow-synthvid); TAU_ARGS=(--draft $PWD/data/releases/synthvid-draft --sparrow $REL/sparrow-synthvid)
+fi
+for r in "${NEEDED[@]}"; do
+  [[ -f $r/manifest.json ]] || { echo "s36c3: no exported $(basename $r) in $REL (run call 2 first)"; exit 2; }
+done
 figures() {  # name data train_testbed-args...: figures_<name>.json and its log under $OUT
   local name=$1 data=$2; shift 2
   python3 benchmarks/train_testbed.py --data $data --target $REL/synthvid-target "${TAU_ARGS[@]}" \

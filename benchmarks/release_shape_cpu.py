@@ -40,6 +40,9 @@ import torch
 
 from vidspec.evaluation.runner import git_info, machine_info
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from testbed_common import emit_json  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED = REPO / "data" / "releases" / "synthvid-target"
 SHAPES = "6x192/6,10x192/6,16x192/3,24x192/3,16x128/2,24x128/2,24x256/4"
@@ -131,14 +134,6 @@ def caption_videos(tmp: Path, n: int) -> list[Path]:
     return sorted((data / "videos").rglob("*.mp4"))[:n]
 
 
-def write_doc(doc: dict, out: Path | None) -> None:
-    """Write the run's JSON to ``out`` (parents made), when given."""
-    if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"wrote {out}")
-
-
 def time_captions(target_dir: Path, videos: list[Path], new_tokens: int, repeats: int) -> dict:
     """Median seconds per caption of exactly ``new_tokens`` tokens (one warm-up caption first)."""
     from vidspec.decoding import Request, build_decoder, load_target
@@ -207,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
            "releases_mb": releases_mb, "shapes": rows,
            "machine": machine_info("cpu"), "git": git_info(),
            "note": f"random language-model weights at each shape; {tower}; AR decodes of a fixed length"}
-    write_doc(doc, args.out)
+    emit_json(doc, args.out, echo=False)
     return 0
 
 
@@ -230,7 +225,7 @@ def time_releases(args) -> int:
                   flush=True)
     doc = {"bar_seconds": 2.0, "threads": args.threads, "releases": rows, "machine": machine_info("cpu"),
            "git": git_info(), "note": "the releases' own weights; end of text off; AR decodes of a fixed length"}
-    write_doc(doc, args.out)
+    emit_json(doc, args.out, echo=False)
     return 0
 
 

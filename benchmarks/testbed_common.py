@@ -106,10 +106,14 @@ def bootstrap_ratio_of_sums(num: list[float], den: list[float], bars: tuple[floa
             "share_at_or_above": {str(b): sum(r >= b for r in ratios) / draws for b in bars}}
 
 
-def emit_json(report: dict, out: str | Path | None) -> None:
-    """Print ``report`` as indented JSON, and write it to ``out`` (parents made) when given."""
+def emit_json(report: dict, out: str | Path | None, echo: bool = True) -> None:
+    """Print ``report`` as indented JSON (``echo=False``: only the path it went to), and write it to ``out`` (parents
+    made) when given."""
     text = json.dumps(report, indent=2)
-    print(text)
+    if echo:
+        print(text)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(text + "\n")
+        if not echo:
+            print(f"wrote {out}")
