@@ -63,6 +63,9 @@
 # in 400 steps at seed 0 (docs/RESULTS.md 33.3), to 0.75 in 400 and 0.91 in 800 at seed 1 (34.1): use 800. The first stage is then exported to $OUT/stages/synthvid-target-sft (run folder
 # runs/synthvid-target-sft), the fine-tune to $OUT/releases/synthvid-target, and Sparrow distils from the fine-tune.
 # The fine-tune is validated as the first stage is (VAL_EVERY).
+# FINETUNE_FROM (unset): an exported first stage from an earlier run (e.g. its releases/synthvid-target) to fine-tune
+# instead of training one: no tower pretraining, no first stage, FINETUNE_STEPS required. A device call can then hold
+# the fine-tune alone (session 38: session 37's SFT target, carried back to the device).
 # SMOKE=1 runs the same steps at toy size on the CPU (a minute or two).
 # Resumable by stage: a stage whose release is already exported is skipped, so a run killed by a
 # time limit is finished by running the same command again.
@@ -157,8 +160,14 @@ if [[ ! -f "$DATA/synthvid.json" ]]; then
   echo "   $(( $(stamp) - t0 )) s"
 fi
 
+FINETUNE_STEPS=${FINETUNE_STEPS:-0}
+if [[ -n "${FINETUNE_FROM:-}" ]]; then
+  (( FINETUNE_STEPS > 0 )) || { echo "FINETUNE_FROM needs FINETUNE_STEPS > 0" >&2; exit 2; }
+  [[ -f "$FINETUNE_FROM/manifest.json" ]] || { echo "FINETUNE_FROM: no exported model in $FINETUNE_FROM" >&2; exit 2; }
+  FINETUNE_FROM=$(cd "$FINETUNE_FROM" && pwd)
+fi
 VISION_ARGS=(--model.init_args.freeze_vision "$FREEZE_VISION" --model.init_args.vision_init "$OUT/vision")
-if [[ ! -f "$OUT/vision/tower.safetensors" ]]; then
+if [[ -z "${FINETUNE_FROM:-}" && ! -f "$OUT/vision/tower.safetensors" ]]; then
   echo "== vision pretraining ($FAMILY, $VISION_CFG, $VISION_STEPS steps)"
   $PY benchmarks/vision_learnability.py --configs "$VISION_CFG" --steps "$VISION_STEPS" --device "$DEV" \
     --family "$FAMILY" --lm-hidden "$LM_HIDDEN" \
@@ -224,9 +233,11 @@ if [[ -n "${VAL_EVERY:-}" ]]; then  # the target validated every VAL_EVERY steps
   VAL_ARGS=(--trainer.val_check_interval "$VAL_EVERY" --trainer.check_val_every_n_epoch null
             --trainer.limit_val_batches null --data.max_val_samples "${VAL_SAMPLES:-256}")
 fi
-FINETUNE_STEPS=${FINETUNE_STEPS:-0}
 SFT_NAME=synthvid-target SFT_ROOT="$OUT/releases"
 if (( FINETUNE_STEPS > 0 )); then SFT_NAME=synthvid-target-sft SFT_ROOT="$OUT/stages"; fi
+if [[ -n "${FINETUNE_FROM:-}" ]]; then  # exported already: the first stage's train call below finds it and skips
+  SFT_NAME=$(basename "$FINETUNE_FROM") SFT_ROOT=$(dirname "$FINETUNE_FROM")
+fi
 if [[ ! -f "$OUT/releases/synthvid-target/manifest.json" ]]; then  # a finished fine-tune needs no first stage
   EXPORT_ROOT="$SFT_ROOT" CALL_STEPS="${TARGET_CALL_STEPS:-}" train "$SFT_NAME" synthvid-target-cpu "$TARGET_TIME" "$TARGET_STEPS" \
     --model.init_args.tokenizer "$DATA/tokenizer" "${TARGET_ARCH[@]}" "${FAMILY_ARGS[@]}" "${VISION_ARGS[@]}" \
