@@ -6,7 +6,9 @@
 # here (`THIN="data/releases benchmarks/results" bash .gpu/thin.sh`, `--restore` after):
 #   call 1, carry [.whl-x, .gitsha]:                           bash .gpu/s38ft.sh prep   wheels, SynthVid (~40 s)
 #   call 2, carry [runs/r37-gpu/releases/synthvid-target, .gitsha]:   bash .gpu/s38ft.sh
-#     the fine-tune at each seed of SEEDS ("0 1": seed 0 is the recipe's, seed 1 a replicate), exported in bfloat16;
+#     the fine-tune at each data seed of SEEDS ("0 1": seed 0 is the recipe's, seed 1 a replicate in another order),
+#     exported in bfloat16 (session 38 passed --seed_everything instead, which this stage does not read: the two runs'
+#     losses were identical to the bit);
 #     the targets, logs and metrics come back in 15 MB parts (cat r38.tgz.part-* | tar xzf - -C runs), and the
 #     figures run on CPU (benchmarks/train_testbed.py --device cpu, ~2 min a target).
 # Both fine-tunes start from the same export, as train_releases_gpu.sh's second stage starts from its first stage's
@@ -23,7 +25,7 @@ SFT=${SFT:-$PWD/runs/r37-gpu/releases/synthvid-target}
 for s in ${SEEDS:-0 1}; do
   R=$PWD/runs/r38-ft$s; mkdir -p $R
   OUT=$R PROFILE=gpu DATA=$D EXPORT_DTYPE=bfloat16 FINETUNE_STEPS=${FINETUNE_STEPS:-800} FINETUNE_FROM=$SFT \
-    FINETUNE_EXTRA="--seed_everything $s" STOP_AFTER=finetune VAL_EVERY=400 WORKERS=12 VIDSPEC=vidspec PY=python3 \
+    FINETUNE_EXTRA="--data.seed $s" STOP_AFTER=finetune VAL_EVERY=400 WORKERS=12 VIDSPEC=vidspec PY=python3 \
     timeout ${LIMIT:-270} bash benchmarks/train_releases_gpu.sh 2>&1 | grep -v -i warn > $R/train.log
   echo "seed $s rc ${PIPESTATUS[0]}" >> $R/train.log; tail -6 $R/train.log; date
 done

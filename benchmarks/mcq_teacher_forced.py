@@ -119,6 +119,8 @@ def main() -> None:
                     report["paths"][name]["confusion_after_text"] = confusion(rows, stated)
             if "options" in rows.column_names:
                 report["paths"][name]["confusion"] = confusion(rows, chosen)
+            if "facts" in rows.column_names:
+                report["paths"][name]["by_objects"] = by_objects(rows, chosen)
             if args.probe and batched:
                 # a text-then-letter answer is probed for its text (the letter is what has to be found from it)
                 answers = [option_texts(r)[r["answer"]] if r.get("options") else r["answer"].split(LETTER_MARK)[0]
@@ -143,6 +145,38 @@ def confusion(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
         truth = texts[r["answer"][-1]]  # a text-letter answer ends with its letter
         out.setdefault(truth, Counter())[texts.get(letter, "?" + letter)] += 1
     return {t: dict(c.most_common()) for t, c in sorted(out.items())}
+
+
+def by_objects(rows, chosen: list[str]) -> dict[str, dict[str, int]]:
+    """Per number of objects in the clip (``facts["count"]``): questions, right letters, and wrong letters whose option
+    states what holds for *another* object of the clip than the one asked about (its motion, shape or colour, as
+    ``"Moves left."`` states ``"left"``): a question answered for the wrong object, not a fact the model lacks."""
+    out: dict[str, Counter[str]] = {}
+    for r, letter in zip(rows, chosen):
+        facts = json.loads(r["facts"])
+        texts = option_texts(r)
+        c = out.setdefault(str(facts["count"]), Counter())
+        c["questions"] += 1
+        if letter == r["answer"][-1]:
+            c["correct"] += 1
+        elif letter in texts:
+            said = texts[letter].rstrip(".").lower()
+            asked = [o for o in facts["objects"] if _asks_about(r["question"], o)]
+            if any(said in _stated(o) for o in facts["objects"] if o not in asked):
+                c["another_object"] += 1
+    return {k: dict(v) for k, v in sorted(out.items())}
+
+
+def _asks_about(question: str, obj: dict) -> bool:
+    """Whether a SynthVid question names ``obj`` (``the red square``, ``the square``, ``the red object``)."""
+    q = question.lower()
+    return any(f"the {name}" in q for name in (f"{obj['colour']} {obj['shape']}", f"{obj['shape']}?",
+                                               f"{obj['colour']} object"))
+
+
+def _stated(obj: dict) -> set[str]:
+    """What an option can state of ``obj``: its motion (``moves left``, ``stays still``), shape or colour."""
+    return {f"moves {obj['motion']}", f"stays {obj['motion']}", obj["shape"], obj["colour"]}
 
 
 def letter_index(pieces: list[str]) -> int | None:

@@ -90,6 +90,28 @@ def test_release_script_smoke(tmp_path):
     assert weights.read_bytes() == before
     assert (out / "releases" / "sparrow-synthvid" / "manifest.json").is_file()
 
+    # FINETUNE_FROM: the second stage alone, from that run's first stage, in another folder: no tower, no first
+    # stage; FINETUNE_MIX=sft: on the first stage's mixture, at its batch and the LR given.
+    sft_dir = out / "stages" / "synthvid-target-sft"
+    out2 = tmp_path / "out2"
+    env2 = env | {"OUT": str(out2), "DATA": str(out / "synthvid"), "FINETUNE_FROM": str(sft_dir),
+                  "STOP_AFTER": "finetune", "FINETUNE_MIX": "sft", "FINETUNE_LR": "3.0e-4"}
+    for bad, message in (({"FINETUNE_STEPS": "0"}, "FINETUNE_FROM needs FINETUNE_STEPS"),
+                         ({"FINETUNE_MIX": "captions"}, "unknown FINETUNE_MIX captions")):
+        proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
+                              text=True, timeout=900, env=env2 | bad, cwd=REPO)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]
+        assert not out2.exists() or not any(out2.iterdir())  # refused before anything was written
+    proc = subprocess.run(["bash", str(REPO / "benchmarks" / "train_releases_gpu.sh")], capture_output=True,
+                          text=True, timeout=900, env=env2, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "train synthvid-target-sft: skipped" in proc.stdout and "vision pretraining" not in proc.stdout
+    assert not (out2 / "vision").exists() and not (out2 / "stages").exists()
+    ft = json.loads((out2 / "releases" / "synthvid-target" / "manifest.json").read_text())["training_config"]
+    assert ft["model"]["init_args"]["init_from"] == str(sft_dir) and ft["trainer"]["max_steps"] == 2
+    assert ft["data"]["tables"] == [".", "mcq", "openqa"] and ft["data"]["caption_styles"] == ["alpha"]
+    assert ft["data"]["batch_size"] == 4 and ft["model"]["init_args"]["optim"]["lr"] == 3.0e-4
+
 
 def test_release_script_target_over_two_calls(tmp_path):
     """TARGET_CALL_STEPS: the target stage trains its share, pauses (exit 3) and goes on from its checkpoint in the
@@ -237,11 +259,29 @@ def test_mcq_teacher_forced_script(tmp_path):
     # the options picked, by the right option's text: as many as questions, the right ones as many as correct
     assert sum(sum(c.values()) for c in path["confusion"].values()) == path["questions"]
     assert sum(c.get(truth, 0) for truth, c in path["confusion"].items()) == path["correct"]
+    # by the clip's number of objects: every question once, the right ones as many as correct
+    assert sum(c["questions"] for c in path["by_objects"].values()) == path["questions"]
+    assert sum(c.get("correct", 0) for c in path["by_objects"].values()) == path["correct"]
     bad = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "mcq_teacher_forced.py"), "--data", str(tmp_path / "sv"),
          "--target", str(REPO / "data" / "releases" / "synthvid-target"), "--type", "hexagon"],
         capture_output=True, text=True, timeout=300, cwd=REPO)
     assert bad.returncode == 2 and "no 'hexagon' questions" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_by_objects_tells_another_objects_answer_from_a_wrong_fact():
+    """mcq_teacher_forced.by_objects: a wrong letter that states the other object's motion counts as answered for
+    another object; one that states nobody's motion does not; questions are split by the clip's objects."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from mcq_teacher_forced import by_objects
+
+    objs = [{"colour": "red", "shape": "square", "motion": "left"}, {"colour": "blue", "shape": "star", "motion": "up"}]
+    two = {"facts": json.dumps({"count": 2, "objects": objs}), "question": "How does the red square move?",
+           "options": ["A. Moves up.", "B. Moves left.", "C. Moves down.", "D. Stays still."], "answer": "B"}
+    one = {"facts": json.dumps({"count": 1, "objects": objs[:1]}), "question": "How does the red square move?",
+           "options": two["options"], "answer": "B"}
+    got = by_objects([two, two, two, one, one], ["A", "C", "B", "B", "A"])
+    assert got == {"2": {"questions": 3, "another_object": 1, "correct": 1}, "1": {"questions": 2, "correct": 1}}
 
 
 def test_linear_probe_reads_what_is_there():
