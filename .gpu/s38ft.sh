@@ -11,6 +11,7 @@
 #     losses were identical to the bit);
 #     the targets, logs and metrics come back in 15 MB parts (cat r38.tgz.part-* | tar xzf - -C runs), and the
 #     figures run on CPU (benchmarks/train_testbed.py --device cpu, ~2 min a target).
+#   `bash .gpu/s38ft.sh more` (what .gpu/s38more.sh runs, its header has why): the SFT-mixture arms instead.
 # Both fine-tunes start from the same export, as train_releases_gpu.sh's second stage starts from its first stage's
 # bfloat16 export (FINETUNE_FROM there).
 source .gpu/setup.sh; date
@@ -22,12 +23,24 @@ if [[ "${1:-}" == prep ]]; then  # the seed-0 set every GPU-scale run trained on
 fi
 SFT=${SFT:-$PWD/runs/r37-gpu/releases/synthvid-target}
 [[ -f $D/synthvid.json ]] || { echo "s38ft: no SynthVid set in $D (run 'bash .gpu/s38ft.sh prep' first)"; exit 2; }
-for s in ${SEEDS:-0 1}; do
-  R=$PWD/runs/r38-ft$s; mkdir -p $R
-  OUT=$R PROFILE=gpu DATA=$D EXPORT_DTYPE=bfloat16 FINETUNE_STEPS=${FINETUNE_STEPS:-800} FINETUNE_FROM=$SFT \
-    FINETUNE_EXTRA="--data.seed $s" STOP_AFTER=finetune VAL_EVERY=400 WORKERS=12 VIDSPEC=vidspec PY=python3 \
-    timeout ${LIMIT:-270} bash benchmarks/train_releases_gpu.sh 2>&1 | grep -v -i warn > $R/train.log
-  echo "seed $s rc ${PIPESTATUS[0]}" >> $R/train.log; tail -6 $R/train.log; date
-done
+stage() {  # name limit VAR=value...: a second stage from $SFT into runs/r38-<name>, its log there without warnings
+  local name=$1 limit=$2; shift 2
+  local R=$PWD/runs/r38-$name; mkdir -p $R
+  env OUT=$R PROFILE=gpu DATA=$D EXPORT_DTYPE=bfloat16 FINETUNE_STEPS=${FINETUNE_STEPS:-800} FINETUNE_FROM=$SFT STOP_AFTER=finetune \
+    VAL_EVERY=400 WORKERS=12 VIDSPEC=vidspec PY=python3 "$@" \
+    timeout $limit bash benchmarks/train_releases_gpu.sh 2>&1 | grep -v -i warn > $R/train.log
+  echo "$name rc ${PIPESTATUS[0]}" >> $R/train.log; tail -4 $R/train.log; date
+}
+if [[ "${1:-}" == more ]]; then  # .gpu/s38more.sh: the SFT-mixture arms, each back in parts of its own
+  mkdir -p /tmp/r38-parts; dest=$OUT
+  for arm in ${ARMS:-more more-aug}; do
+    extra=(); [[ $arm == more-aug ]] && extra=(FINETUNE_EXTRA="--data.reverse_time 0.5")
+    stage $arm ${LIMIT:-285} FINETUNE_MIX=sft FINETUNE_TIME=${ARM_TIME:-00:00:04:00} "${extra[@]}"
+    (cd runs && tar czf - --exclude='*.ckpt' --exclude='events.out*' r38-$arm | split -b 15m - $dest/r38-$arm.tgz.part-)
+    dest=/tmp/r38-parts
+  done
+  ls -la $OUT /tmp/r38-parts; nvidia-smi --query-gpu=name --format=csv,noheader; exit 0
+fi
+for s in ${SEEDS:-0 1}; do stage ft$s ${LIMIT:-270} FINETUNE_EXTRA="--data.seed $s"; done
 cd runs && tar czf - --exclude='*.ckpt' --exclude='events.out*' r38-ft* | split -b 15m - $OUT/r38.tgz.part-
 ls -la $OUT; nvidia-smi --query-gpu=name --format=csv,noheader

@@ -12,20 +12,6 @@
 # The first arm's weights come back in 15 MB parts (r38-more.tgz.part-*); the second's wait in /tmp/r38-parts for
 # call 3: `cp /tmp/r38-parts/* $OUT/` (a call returns at most ~64 MB). Then, per arm,
 # `cat r38-ARM.tgz.part-* | tar xzf - -C runs` and the figures on CPU.
-source .gpu/setup.sh; date
-D=$PWD/runs/h15/synthvid; SFT=${SFT:-$PWD/runs/r37-gpu/releases/synthvid-target}
-[[ -f $D/synthvid.json ]] || { echo "s38more: no SynthVid set in $D (run 'bash .gpu/s38ft.sh prep' first)"; exit 2; }
-mkdir -p /tmp/r38-parts; first=1
-for arm in ${ARMS:-more more-aug}; do
-  EXTRA="--data.tables=[.,mcq,openqa] --data.caption_styles=[alpha]"
-  [[ $arm == more-aug ]] && EXTRA+=" --data.reverse_time 0.5"
-  R=$PWD/runs/r38-$arm; mkdir -p $R
-  OUT=$R PROFILE=gpu DATA=$D EXPORT_DTYPE=bfloat16 FINETUNE_STEPS=800 FINETUNE_BATCH=128 FINETUNE_LR=3.0e-4 \
-    FINETUNE_TIME=${ARM_TIME:-00:00:04:00} FINETUNE_FROM=$SFT FINETUNE_EXTRA="$EXTRA" STOP_AFTER=finetune VAL_EVERY=400 \
-    WORKERS=12 VIDSPEC=vidspec PY=python3 timeout ${LIMIT:-285} bash benchmarks/train_releases_gpu.sh 2>&1 \
-    | grep -v -i warn > $R/train.log
-  echo "$arm rc ${PIPESTATUS[0]}" >> $R/train.log; tail -4 $R/train.log; date
-  dest=$OUT; (( first )) || dest=/tmp/r38-parts; first=0
-  (cd runs && tar czf - --exclude='*.ckpt' --exclude='events.out*' r38-$arm | split -b 15m - $dest/r38-$arm.tgz.part-)
-done
-ls -la $OUT /tmp/r38-parts; nvidia-smi --query-gpu=name --format=csv,noheader
+# FINETUNE_MIX=sft (train_releases_gpu.sh) is that mixture, batch and LR; session 38 spelt them out as FINETUNE_EXTRA,
+# FINETUNE_BATCH and FINETUNE_LR, which give the same training config. The calls run in .gpu/s38ft.sh (`more`).
+exec bash .gpu/s38ft.sh more
