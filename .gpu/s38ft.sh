@@ -26,8 +26,8 @@ SFT=${SFT:-$PWD/runs/r37-gpu/releases/synthvid-target}
 stage() {  # name limit VAR=value...: a second stage from $SFT into runs/r38-<name>, its log there without warnings
   local name=$1 limit=$2; shift 2
   local R=$PWD/runs/r38-$name; mkdir -p $R
-  env OUT=$R PROFILE=gpu DATA=$D EXPORT_DTYPE=bfloat16 FINETUNE_STEPS=${FINETUNE_STEPS:-800} FINETUNE_FROM=$SFT STOP_AFTER=finetune \
-    VAL_EVERY=400 WORKERS=12 VIDSPEC=vidspec PY=python3 "$@" \
+  env OUT=$R PROFILE=gpu DATA=$D EXPORT_DTYPE=bfloat16 FINETUNE_STEPS=${FINETUNE_STEPS:-800} FINETUNE_FROM=$SFT \
+    STOP_AFTER=finetune VAL_EVERY=400 WORKERS=12 VIDSPEC=vidspec PY=python3 "$@" \
     timeout $limit bash benchmarks/train_releases_gpu.sh 2>&1 | grep -v -i warn > $R/train.log
   echo "$name rc ${PIPESTATUS[0]}" >> $R/train.log; tail -4 $R/train.log; date
 }

@@ -175,8 +175,11 @@ def _asks_about(question: str, obj: dict) -> bool:
 
 
 def _stated(obj: dict) -> set[str]:
-    """What an option can state of ``obj``: its motion (``moves left``, ``stays still``), shape or colour."""
-    return {f"moves {obj['motion']}", f"stays {obj['motion']}", obj["shape"], obj["colour"]}
+    """What an option can state of ``obj``: its motion (SynthVid's phrase: ``moves left``, ``stays still``), shape or
+    colour."""
+    from vidspec.evaluation.synthvid.questions import MOTION_PHRASES
+
+    return {MOTION_PHRASES.get(obj["motion"], obj["motion"]), obj["shape"], obj["colour"]}
 
 
 def letter_index(pieces: list[str]) -> int | None:
