@@ -71,6 +71,6 @@ def test_read_jsonl_reads_archived_gzip_records_as_the_plain_file(tmp_path):
     cut.write_bytes(packed.read_bytes()[:-6])
     with pytest.raises(ConfigError, match="cut.jsonl.gz: not a complete gzip file"):
         read_jsonl(cut)
-    archive = Path(__file__).resolve().parents[3] / "benchmarks/results/gpu_session12/eval/eval-long64/records.jsonl.gz"
+    archive = Path(__file__).resolve().parents[3] / "benchmarks/results/long_sparrow_h200_64f/records.jsonl.gz"
     recs = read_jsonl(archive)
-    assert {r["method"] for r in recs} == {"ar", "sparrow"} and len(recs) == 20
+    assert {r["method"] for r in recs} == {"ar", "sparrow"} and len(recs) == 60
