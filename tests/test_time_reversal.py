@@ -1,5 +1,5 @@
-"""data.reverse_time and data.time_crop on a real SynthVid set: reversed examples carry the reversed frames and the
-answer for them; cropped ones a run of the frames and the same answer."""
+"""SynthVid's ReverseTime and TimeCrop transforms in the training DataModule, on a real SynthVid set: reversed
+examples carry the reversed frames and the answer for them; cropped ones a run of the frames and the same answer."""
 
 from __future__ import annotations
 
@@ -20,11 +20,14 @@ def synthvid(tmp_path_factory):
                                             split="train", styles="alpha"), progress=False)
 
 
-def _dm(data, module, reverse_time, **kw):
+def _dm(data, module, reverse=0.0, crop=0.0):
     from vidspec.draft_training.data import VideoTextDataModule
+    from vidspec.evaluation.synthvid.augment import ReverseTime, TimeCrop
 
+    transforms = ([TimeCrop(chance=crop, min_frames=4)] if crop else []) + ([ReverseTime(chance=reverse)] if reverse
+                                                                            else [])
     dm = VideoTextDataModule(str(data), tables=[".", "mcq", "openqa"], batch_size=2, shuffle=False, val_split=None,
-                             reverse_time=reverse_time, **kw)
+                             transforms=transforms)
     dm.attach(module.input_spec())
     dm.setup("fit")
     return dm
@@ -43,22 +46,23 @@ def _qwen(synthvid):
 
 def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
     m = _qwen(synthvid)
-    plain, rev = _dm(synthvid, m, 0.0), _dm(synthvid, m, 1.0)
+    plain, rev = _dm(synthvid, m), _dm(synthvid, m, reverse=1.0)
     rows = rev.train_set.rows
     assert [r.answer for r in rows] == [r.answer for r in plain.train_set.rows]
-    assert all(r.reversed_answer is None for r in plain.train_set.rows)  # only computed when asked for
+    assert all(r.notes == () for r in plain.train_set.rows)  # only computed when asked for
+    reversed_answers = [r.notes[0]["reversed_answer"] if r.notes[0] else None for r in rows]
     tok = m.tokenizer
     kinds, swapped = set(), 0
-    for i, row in enumerate(rows):
+    for i, (row, reversed_answer) in enumerate(zip(rows, reversed_answers)):
         a, b = plain.train_set[i], rev.train_set[i]
         answer_ids = b["labels"][b["labels"] != -100][:-1]  # without <|im_end|>
-        if row.reversed_answer is None:
+        if reversed_answer is None:
             assert torch.equal(a["input_ids"], b["input_ids"])
             assert torch.equal(a["pixel_values_videos"], b["pixel_values_videos"])
             continue
         kinds.add(row.kind or ("caption" if row.prompt.startswith("Describe") else "open"))
-        assert tok.decode(answer_ids) == row.reversed_answer
-        swapped += row.reversed_answer != row.answer
+        assert tok.decode(answer_ids) == reversed_answer
+        swapped += reversed_answer != row.answer
         # the same pixels as the adapter makes of the frames in reverse order
         target = m.as_target()
         clip = target.read_video(row.video)
@@ -72,12 +76,13 @@ def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
     table = load_from_disk(str(synthvid))["train"]
     opposite = {"left": "right", "right": "left", "up": "down", "down": "up", "still": "still"}
     checked = 0
-    for r, row in zip(table, [r for r in rows if not r.kind and r.prompt.startswith("Describe")]):
+    captions = [a for r, a in zip(rows, reversed_answers) if not r.kind and r.prompt.startswith("Describe")]
+    for r, reversed_answer in zip(table, captions):
         objs = json.loads(r["facts"])["objects"]
-        if row.reversed_answer is None or len(objs) != 1:
+        if reversed_answer is None or len(objs) != 1:
             continue
         said = [p for p, lab in zip(r["pieces"], r["labels"]) if lab == "motion"]
-        reversed_pieces = [w for w in row.reversed_answer.split() if w.strip(".,") in opposite]
+        reversed_pieces = [w for w in reversed_answer.split() if w.strip(".,") in opposite]
         assert said and said[0].strip() == objs[0]["motion"]
         assert opposite[objs[0]["motion"]] in [w.strip(".,") for w in reversed_pieces]
         checked += 1
@@ -86,13 +91,13 @@ def test_reversed_examples_hold_the_reversed_frames_and_answer(synthvid):
 
 def test_cropped_examples_hold_a_run_of_the_frames_and_the_same_answer(synthvid):
     m = _qwen(synthvid)
-    plain, crop = _dm(synthvid, m, 0.0), _dm(synthvid, m, 0.0, time_crop=1.0, time_crop_min=4)
+    plain, crop = _dm(synthvid, m), _dm(synthvid, m, crop=1.0)
     target = m.as_target()
     lengths = []
     for i, row in enumerate(crop.train_set.rows):
         a, b = plain.train_set[i], crop.train_set[i]
         assert torch.equal(a["labels"][a["labels"] != -100], b["labels"][b["labels"] != -100])  # the same answer
-        if not row.plain_scene:
+        if row.notes[0] is None:  # not a plain scene: left alone
             assert torch.equal(a["pixel_values_videos"], b["pixel_values_videos"])
             continue
         n = int(b["video_grid_thw"][0, 0])  # one frame a patch: the run's length
@@ -107,8 +112,8 @@ def test_cropped_examples_hold_a_run_of_the_frames_and_the_same_answer(synthvid)
 
 def test_a_batch_of_runs_of_different_lengths_trains(synthvid):
     m = _qwen(synthvid)
-    dm = _dm(synthvid, m, 0.5, time_crop=1.0, time_crop_min=4)
-    samples = [dm.train_set[i] for i in range(len(dm.train_set.rows)) if dm.train_set.rows[i].plain_scene][:6]
+    dm = _dm(synthvid, m, reverse=0.5, crop=1.0)
+    samples = [dm.train_set[i] for i in range(len(dm.train_set.rows)) if dm.train_set.rows[i].notes[0] is not None][:6]
     batch = dm.collator()(samples)
     assert len(set(batch["video_grid_thw"][:, 0].tolist())) > 1  # clips of different lengths in one batch
     loss = m.training_step(batch, 0)

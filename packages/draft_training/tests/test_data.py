@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
@@ -118,71 +116,66 @@ def test_train_loader_keeps_its_workers_across_epochs(tiny_dataset):
     assert got == ref and ref[0] != ref[1]  # same batches as in-process loading; epochs reshuffle
 
 
-def _facts(*motions, **change):
-    objs = [{"colour": "red", "motion": m, "first_frame": 0, "last_frame": 7, "turn_frame": None, "new_colour": None,
-             "track": {"growth": 0.0, "spin": 0.0}} for m in motions]
-    for k, v in change.items():
-        objs[0][k] = v
-    return json.dumps({"num_frames": 8, "events": [], "objects": objs})
+class _ShoutTransform:
+    """A test transform: rows whose answer has ``word`` get it shouted, with chance ``chance``; may drop frames."""
+
+    columns = ("style",)
+    needs = "the word in the answer"
+
+    def __init__(self, word: str, chance: float = 1.0, drop_frames: bool = False):
+        self.word, self.chance, self.keeps_frame_count = word, chance, not drop_frames
+
+    def annotate(self, row):
+        return {"loud": row["answer"].upper()} if self.word in row["answer"] else None
+
+    def __call__(self, example, rng):
+        from dataclasses import replace
+
+        if rng.random() >= self.chance:
+            return example
+        clip = example.clip if self.keeps_frame_count else replace(example.clip, frames=example.clip.frames[:2],
+                                                                    timestamps=example.clip.timestamps[:2])
+        return replace(example, clip=clip, answer=example.notes["loud"])
 
 
-def test_time_reversed_answers():
-    from vidspec.draft_training.data import time_reversed_answer
+def test_example_transforms_change_the_rows_they_annotate(tiny_dataset):
+    from vidspec.draft_training.transforms import ExampleTransform
 
-    pieces = ["We", " see", " a", " red", " star", " which", " slides", " left", ".", " A", " blue", " cross",
-              " stays", " still", "."]
-    labels = ["filler"] * 7 + ["motion", "filler", "filler", "colour", "shape", "filler", "motion", "filler"]
-    cap = {"question": "Describe the video.", "answer": "".join(pieces), "style": "alpha", "pieces": pieces,
-           "labels": labels, "facts": _facts("left", "still")}
-    assert time_reversed_answer(cap) == "We see a red star which slides right. A blue cross stays still."
-    assert time_reversed_answer({**cap, "answer": "Something else."}) is None  # pieces that are not the answer
-    assert time_reversed_answer({**cap, "labels": None}) is None  # a caption without labels
-    options = ["A. Moves up.", "B. Stays still.", "C. Moves down.", "D. Grows."]
-    mcq = {"question": "How does the red star move?", "options": options, "answer": "A", "task_type": "motion",
-           "facts": _facts("up")}
-    assert time_reversed_answer(mcq) == "C"
-    assert time_reversed_answer({**mcq, "options": options[:2] + ["C. Moves left.", "D. Grows."]}) is None
-    assert time_reversed_answer({**mcq, "answer": "B", "facts": _facts("still")}) == "B"
-    assert time_reversed_answer({**mcq, "task_type": "colour", "answer": "D"}) == "D"  # not about motion
-    assert time_reversed_answer({**mcq, "task_type": None}) is None
-    open_q = {"question": "How does the red star move?", "answer": "moves up", "task_type": "motion",
-              "facts": _facts("up")}
-    assert time_reversed_answer(open_q) == "moves down"
-    assert time_reversed_answer({**open_q, "task_type": "count", "answer": "1"}) == "1"
-    # scenes whose reversal is not a swap of directions, and questions that name one
-    assert time_reversed_answer({**open_q, "facts": _facts("up", first_frame=2)}) is None
-    assert time_reversed_answer({**open_q, "facts": _facts("up", turn_frame=3)}) is None
-    assert time_reversed_answer({**open_q, "facts": _facts("up", track={"growth": 0.1})}) is None
-    assert time_reversed_answer({**open_q, "facts": json.dumps({"num_frames": 8, "events": [{"kind": "x"}],
-                                                                "objects": []})}) is None
-    assert time_reversed_answer({**open_q, "question": "What colour is the object moving left?"}) is None
-    assert time_reversed_answer({k: v for k, v in open_q.items() if k != "facts"}) is None
+    assert isinstance(_ShoutTransform("right"), ExampleTransform)
+    m = _module(tiny_dataset, "qwen2.5-vl")
+    plain = _dm(tiny_dataset, m, tables=["."])
+    loud = _dm(tiny_dataset, m, tables=["."], transforms=[_ShoutTransform("right")])
+    tok = m.tokenizer
+    changed = 0
+    for i, row in enumerate(loud.train_set.rows):
+        a, b = plain.train_set[i], loud.train_set[i]
+        if row.notes[0] is None:
+            assert torch.equal(a["input_ids"], b["input_ids"])
+            continue
+        changed += 1
+        assert tok.decode(b["labels"][b["labels"] != -100][:-1]) == row.notes[0]["loud"]
+    assert changed > 0
+    assert loud.val_set[0]["input_ids"].tolist() == plain.val_set[0]["input_ids"].tolist()  # validation as it is
 
 
-def test_time_augments_need_probabilities_and_rows_they_fit(tiny_dataset):
+def test_example_transform_draws_depend_on_seed_epoch_and_index(tiny_dataset):
+    m = _module(tiny_dataset, "qwen2.5-vl")
+
+    def answers(seed, epoch):
+        dm = _dm(tiny_dataset, m, tables=["."], seed=seed, transforms=[_ShoutTransform("", chance=0.5)])
+        return [dm.train_set[(i, epoch, 1)]["labels"].tolist() for i in range(len(dm.train_set))]
+
+    first = answers(0, 0)
+    assert answers(0, 0) == first  # a resumed run or another worker draws the same
+    assert answers(0, 1) != first or answers(1, 0) != first  # other epochs/seeds draw afresh
+
+
+def test_example_transforms_are_checked(tiny_dataset):
     from vidspec.decoding.errors import ConfigError
 
-    for name in ("reverse_time", "time_crop"):
-        for bad in (-0.1, 1.5, True, "half"):
-            with pytest.raises(ConfigError, match=f"data.{name}"):
-                VideoTextDataModule(str(tiny_dataset), **{name: bad})
-    for bad in (1, 2.5, True):
-        with pytest.raises(ConfigError, match="data.time_crop_min"):
-            VideoTextDataModule(str(tiny_dataset), time_crop=0.5, time_crop_min=bad)
-    m = _module(tiny_dataset, "llava-ov")
-    with pytest.raises(ConfigError, match="data.reverse_time: no training row"):  # the tiny set has no facts
-        _dm(tiny_dataset, m, reverse_time=0.5)
+    with pytest.raises(ConfigError, match="data.transforms: .* is not an example transform"):
+        VideoTextDataModule(str(tiny_dataset), transforms=[object()])
+    with pytest.raises(ConfigError, match="_ShoutTransform applies to no training row .*the word in the answer"):
+        _dm(tiny_dataset, _module(tiny_dataset, "qwen2.5-vl"), transforms=[_ShoutTransform("zebra")])
     with pytest.raises(ConfigError, match="LLaVA-OV batches"):
-        _dm(tiny_dataset, m, time_crop=0.5)
-    with pytest.raises(ConfigError, match="data.time_crop: no training row"):
-        _dm(tiny_dataset, _module(tiny_dataset, "qwen2.5-vl"), time_crop=0.5)
-
-
-def test_plain_scene():
-    from vidspec.draft_training.data import plain_scene
-
-    assert plain_scene({"facts": _facts("left", "still")})
-    assert not plain_scene({"facts": _facts("left", last_frame=5)})
-    assert not plain_scene({"facts": _facts("left", new_colour="blue")})
-    assert not plain_scene({"facts": _facts("zigzag")})
-    assert not plain_scene({})
+        _dm(tiny_dataset, _module(tiny_dataset, "llava-ov"), transforms=[_ShoutTransform("right", drop_frames=True)])

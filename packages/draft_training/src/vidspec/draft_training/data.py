@@ -75,15 +75,13 @@ InputSpec`` (its HF config, tokenizer, frame budget and adapter options).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
-import json
 import logging
 import os
-import re
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -95,6 +93,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Sampler
 
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import Request, VideoClip
+from vidspec.draft_training.transforms import Example, ExampleTransform, transform_name
 
 log = logging.getLogger(__name__)
 
@@ -152,86 +151,27 @@ def preprocessing_adapter(spec: InputSpec):
 class Row:
     """One training example before tokenization: prompt text, answer text, absolute video path, and for a
     multiple-choice row its question type (``task_type``, e.g. "colour"; "mcq" when the table has none;
-    empty for captions and open questions)."""
+    empty for captions and open questions).
+
+    ``notes`` holds, per transform of the DataModule (in its order), what that transform's ``annotate``
+    returned for this row (None: the transform leaves the row alone).
+    """
 
     prompt: str
     answer: str
     video: str
     kind: str = ""
-    reversed_answer: str | None = None
-    plain_scene: bool = False
+    notes: tuple[Mapping[str, Any] | None, ...] = ()
 
 
-_OPPOSITE = {"left": "right", "right": "left", "up": "down", "down": "up"}
-_DIRECTION = re.compile(r"\b(left|right|up|down)\b", re.IGNORECASE)
-
-
-def _swap_directions(text: str) -> str:
-    def swap(m: re.Match) -> str:
-        word = _OPPOSITE[m.group(1).lower()]
-        return word.capitalize() if m.group(1)[0].isupper() else word
-    return _DIRECTION.sub(swap, text)
-
-
-def plain_scene(r: dict) -> bool:
-    """Whether a SynthVid-schema row's scene (its ``facts``) only has objects that are there from the first frame to
-    the last, each moving one way or still, without events, turns, growth, spin or colour changes: any run of its
-    frames, forwards or backwards, then shows the same objects with the same (or, backwards, opposite) motions."""
-    facts = r.get("facts")
-    if not facts:
-        return False
-    f = json.loads(facts) if isinstance(facts, str) else facts
-    n = int(f.get("num_frames") or 0)
-    if f.get("events") or n < 2 or not f.get("objects"):
-        return False
-    for o in f["objects"]:
-        track = o.get("track") or {}
-        if (o.get("motion") not in (*_OPPOSITE, "still") or o.get("first_frame", 0) != 0
-                or o.get("last_frame", n - 1) != n - 1 or o.get("turn_frame") is not None
-                or o.get("new_colour") is not None or track.get("growth") or track.get("spin")):
-            return False
-    return True
-
-
-def time_reversed_answer(r: dict, plain: bool | None = None) -> str | None:
-    """The answer of a SynthVid-schema row for its video played backwards, or None where the row does not say it.
-
-    Reversed, an object that moves left moves right and one that moves up moves down; a still one stays still, and
-    colours, shapes and the count do not change. That holds only for a :func:`plain_scene` (``plain``: its value
-    for ``r`` when the caller has it, so the facts are not parsed again). Captions need their ``pieces`` and
-    ``labels``: the pieces labelled ``motion`` are swapped. A motion MCQ takes the letter of the option that states
-    the opposite motion (None when no option does); other MCQs and open questions keep their answer, with the
-    directions of an open motion answer swapped. A question that names a direction is left alone (None).
-    """
-    if _DIRECTION.search(r.get("question") or "") or not (plain_scene(r) if plain is None else plain):
-        return None
-    answer, kind = str(r["answer"]), r.get("task_type")
-    if r.get("options"):
-        if kind != "motion":
-            return answer if kind else None
-        letters = [opt.split(".", 1)[0].strip() for opt in r["options"]]
-        bodies = [opt.split(".", 1)[1].strip() if "." in opt else opt for opt in r["options"]]
-        if answer not in letters:
-            return None
-        want = _swap_directions(bodies[letters.index(answer)])
-        return letters[bodies.index(want)] if want in bodies else None
-    if r.get("labels") is not None:  # a caption: its motion pieces swapped
-        pieces, labels = r.get("pieces"), r["labels"]
-        if isinstance(pieces, str) or isinstance(labels, str):
-            return None
-        if "".join(pieces) != answer:
-            return None
-        return "".join(_swap_directions(p) if lab == "motion" else p for p, lab in zip(pieces, labels))
-    if kind is None or r.get("style") is not None:  # a caption without labels, or an untyped question
-        return None
-    return _swap_directions(answer) if kind == "motion" else answer
+#: Columns every table may have that rows are built from (``video``, ``question``, ``answer`` are required).
+STANDARD_COLUMNS = ("video", "question", "answer", "options", "style", "task_type")
 
 
 def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instruction: str,
-                    time_augment: bool = False) -> list[Row]:
-    """Turn a ``datasets.Dataset`` into :class:`Row` s (style filter applied to captions); with ``time_augment``
-    each row also gets its answer for the video played backwards (:func:`time_reversed_answer`) and whether any run
-    of its frames keeps its answer (:func:`plain_scene`).
+                    transforms: Sequence[ExampleTransform] = ()) -> list[Row]:
+    """Turn a ``datasets.Dataset`` into :class:`Row` s (style filter applied to captions); each transform
+    annotates each row (:meth:`~vidspec.draft_training.transforms.ExampleTransform.annotate`).
 
     Raises:
         ConfigError: a required column is missing.
@@ -240,8 +180,8 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
     missing = {"video", "question", "answer"} - cols
     if missing:
         raise ConfigError(f"dataset table lacks columns {sorted(missing)} (has {sorted(cols)})")
-    extra = ("facts", "pieces", "labels") if time_augment else ()
-    wanted = ["video", "question", "answer"] + [c for c in ("options", "style", "task_type", *extra) if c in cols]
+    extra = [c for t in transforms for c in t.columns if c not in STANDARD_COLUMNS]
+    wanted = [c for c in dict.fromkeys([*STANDARD_COLUMNS, *extra]) if c in cols]
     rows = []
     for r in table.select_columns(wanted).to_list():
         if styles is not None and r.get("style") is not None and r["style"] not in styles:
@@ -253,9 +193,9 @@ def rows_from_table(table, video_root: Path, styles: set[str] | None, mcq_instru
         else:
             prompt = r["question"]
         video = Path(r["video"])
-        plain = time_augment and plain_scene(r)
+        notes = tuple(t.annotate(r) for t in transforms)
         rows.append(Row(prompt, str(r["answer"]), str(video if video.is_absolute() else video_root / video), kind,
-                        time_reversed_answer(r, plain) if plain else None, plain))
+                        notes))
     return rows
 
 
@@ -271,7 +211,9 @@ class VideoTextDataset(Dataset):
             epochs read them instead of decoding the mp4 again. None: always decode.
         position_stretch: LLaVA-OV only: stretch factors of the frames' positions, one drawn per
             example and epoch (see the module doc); None: positions 0..L-1 (no ``position_ids``).
-        seed: seed of the ``position_stretch`` draws.
+        seed: seed of the ``position_stretch`` draws and of the transforms' generators.
+        transforms: example transforms applied in this order (see :mod:`vidspec.draft_training.transforms`);
+            ``rows`` must carry their notes (:func:`rows_from_table` with the same transforms).
 
     Items are indexed by ``i`` or, from :class:`LengthAugmentSampler`, by ``(i, epoch, repeat)``:
     the clip's frames are then repeated ``repeat`` times each.
@@ -279,16 +221,14 @@ class VideoTextDataset(Dataset):
 
     def __init__(self, rows: list[Row], spec: InputSpec, max_length: int | None = None,
                  frame_cache: str | None = None, position_stretch: list[int] | None = None, seed: int = 0,
-                 reverse_time: float = 0.0, time_crop: float = 0.0, time_crop_min: int = 4):
+                 transforms: Sequence[ExampleTransform] = ()):
         self.rows = rows
         self.spec = spec
         self.max_length = max_length
         self.frame_cache = Path(frame_cache) if frame_cache else None
         self.position_stretch = list(position_stretch) if position_stretch else None
         self.seed = seed
-        self.reverse_time = reverse_time
-        self.time_crop = time_crop
-        self.time_crop_min = time_crop_min
+        self.transforms = tuple(transforms)
         self._adapter = None  # built lazily, once per worker process
 
     def __len__(self) -> int:
@@ -335,19 +275,12 @@ class VideoTextDataset(Dataset):
         tok = self.spec.tokenizer
         clip = self._read(row.video)
         answer_text = row.answer
-        if self.time_crop and row.plain_scene and _rng(self.seed, epoch, i, _CROP).random() < self.time_crop:
-            # a run of at least time_crop_min of the clip's frames: the same objects and motions, other places
-            draw = _rng(self.seed, epoch, i, _CROP_RUN)
-            n = clip.num_frames
-            length = int(draw.integers(min(self.time_crop_min, n), n + 1))
-            start = int(draw.integers(0, n - length + 1))
-            clip = dataclasses.replace(clip, frames=clip.frames[start:start + length],
-                                       timestamps=tuple(clip.timestamps[start:start + length]))
-        if (self.reverse_time and row.reversed_answer is not None
-                and _rng(self.seed, epoch, i, _REVERSE).random() < self.reverse_time):
-            # the video played backwards, and its answer for that (the frames keep their times)
-            clip = dataclasses.replace(clip, frames=np.ascontiguousarray(clip.frames[::-1]))
-            answer_text = row.reversed_answer
+        if self.transforms:
+            example = Example(clip=clip, prompt=row.prompt, answer=row.answer, kind=row.kind)
+            for k, (transform, notes) in enumerate(zip(self.transforms, row.notes)):
+                if notes is not None:
+                    example = transform(replace(example, notes=notes), _rng(self.seed, epoch, i, _TRANSFORM + k))
+            clip, answer_text = example.clip, example.answer
         # the clip's frames repeated (the adapter repeats processed frames where that equals processing repeated ones)
         visual = ad.repeated_visual_inputs(clip, repeat) if repeat > 1 else None
         prompt_ids, visual = ad.build_prompt(Request(prompt=row.prompt, clip=clip), visual=visual)
@@ -379,8 +312,8 @@ class VideoTextDataset(Dataset):
 
 
 # Streams of the per-sample / per-batch draws (so repeat and stretch draws are independent), and of the
-# per-epoch order of frame-budget batches.
-_REPEAT, _STRETCH, _BUDGET_ORDER, _REVERSE, _CROP, _CROP_RUN = 1, 2, 3, 4, 5, 6
+# per-epoch order of frame-budget batches; transform k of the DataModule draws from stream _TRANSFORM + k.
+_REPEAT, _STRETCH, _BUDGET_ORDER, _TRANSFORM = 1, 2, 3, 16
 
 
 def _rng(seed: int, epoch: int, index: int, stream: int) -> np.random.Generator:
@@ -663,16 +596,10 @@ class VideoTextDataModule(L.LightningDataModule):
         position_stretch: LLaVA-OV only: space each training example's frames ``s`` times further
             apart in RoPE positions, ``s`` drawn from this list per example (e.g. ``[1, 2, 4]``);
             None: off.
-        reverse_time: the chance that a training example is shown with its frames in reverse order and its
-            answer for that (:func:`time_reversed_answer`; rows whose reversed answer is not known are never
-            reversed). Drawn per example from ``seed``, so a resumed run sees the same examples. 0: off.
-        time_crop: the chance that a training example of a :func:`plain_scene` is shown only a run of its
-            frames, at least ``time_crop_min`` of them (length and start drawn per example from ``seed``), with
-            the same answer. SynthVid's easy world starts a moving object at the edge it moves away from, so where
-            an object is in the first (or last) frame tells its motion; in a run of frames, forwards or backwards,
-            it does much less, and the change over the frames has to (docs/RESULTS.md 40.3, 40.5). 0: off.
-        time_crop_min: the fewest frames ``time_crop`` keeps. Validation is never cropped or reversed.
-            Qwen2.5-VL only: a LLaVA-OV batch stacks its clips' frames, so they must be of one length.
+        transforms: example transforms (augmentations) applied in this order to training examples, e.g.
+            SynthVid's time reversal and time crop (``vidspec.evaluation.synthvid.augment``), selected in a
+            recipe by ``class_path``; their draws are seeded per (seed, epoch, example, transform), so a
+            resumed run sees the same examples. Validation is never transformed. None: off.
         augment_val: apply ``frame_repeat`` and ``position_stretch`` to validation batches too
             (validation draws use epoch 0, so every validation pass sees the same batches); the
             batches keep ``val_batch_size`` clips whatever ``frame_budget`` says.
@@ -700,19 +627,16 @@ class VideoTextDataModule(L.LightningDataModule):
         frame_repeat: list[int] | None = None,
         frame_budget: int | None = None,
         position_stretch: list[int] | None = None,
-        reverse_time: float = 0.0,
-        time_crop: float = 0.0,
-        time_crop_min: int = 4,
+        transforms: list[ExampleTransform] | None = None,
         augment_val: bool = False,
     ):
         super().__init__()
         if batch_size < 1 or num_workers < 0:
             raise ConfigError(f"need batch_size >= 1 and num_workers >= 0, got {batch_size}, {num_workers}")
-        for name, chance in (("reverse_time", reverse_time), ("time_crop", time_crop)):
-            if isinstance(chance, bool) or not isinstance(chance, (int, float)) or not 0 <= chance <= 1:
-                raise ConfigError(f"data.{name} must be a probability in [0, 1], got {chance!r}")
-        if isinstance(time_crop_min, bool) or not isinstance(time_crop_min, int) or time_crop_min < 2:
-            raise ConfigError(f"data.time_crop_min must be an integer >= 2 (frames), got {time_crop_min!r}")
+        for t in transforms or ():
+            if not isinstance(t, ExampleTransform):
+                raise ConfigError(f"data.transforms: {t!r} is not an example transform (it needs columns, "
+                                  "keeps_frame_count, needs, annotate() and __call__(example, rng))")
         frame_repeat = _factors("frame_repeat", frame_repeat)
         position_stretch = _factors("position_stretch", position_stretch)
         if frame_budget is not None:
@@ -722,7 +646,7 @@ class VideoTextDataModule(L.LightningDataModule):
             if frame_repeat is None:
                 raise ConfigError("data.frame_budget sizes batches by their frame-repeat factor: it needs "
                                   "data.frame_repeat (e.g. [1, 2, 4, 8])")
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["transforms"])
         self.path = Path(path)
         self.tables = list(tables or ["."])
         self.train_split = train_split
@@ -743,9 +667,7 @@ class VideoTextDataModule(L.LightningDataModule):
         self.frame_repeat = frame_repeat
         self.frame_budget = frame_budget
         self.position_stretch = position_stretch
-        self.reverse_time = float(reverse_time)
-        self.time_crop = float(time_crop)
-        self.time_crop_min = time_crop_min
+        self.transforms: tuple[ExampleTransform, ...] = tuple(transforms or ())
         self.augment_val = augment_val
         self.spec: InputSpec | None = None
         self.train_set: VideoTextDataset | None = None
@@ -757,7 +679,8 @@ class VideoTextDataModule(L.LightningDataModule):
         """Use ``spec`` (the model's input contract) to build examples."""
         self.spec = spec
 
-    def _rows(self, split: str, limit: int | None, interleave: bool = False, time_augment: bool = False) -> list[Row]:
+    def _rows(self, split: str, limit: int | None, interleave: bool = False,
+              transforms: Sequence[ExampleTransform] = ()) -> list[Row]:
         """The split's rows of every table, in table order, or with ``interleave`` one of each table in turn
         (so the first ``limit`` rows hold every table: captions and each question type in validation)."""
         from datasets import Dataset, DatasetDict, load_from_disk
@@ -780,7 +703,7 @@ class VideoTextDataModule(L.LightningDataModule):
             else:
                 raise ConfigError(f"{folder} is not a datasets Dataset or DatasetDict")
             per_table.append(rows_from_table(table, self.video_root, self.caption_styles, self.mcq_instruction,
-                                             time_augment))
+                                             transforms))
         if interleave:
             rows = [r for group in itertools.zip_longest(*per_table) for r in group if r is not None]
         else:
@@ -798,24 +721,21 @@ class VideoTextDataModule(L.LightningDataModule):
                 raise ConfigError("VideoTextDataModule needs an input spec: call attach() or use a module "
                                   "with an input_spec() method")
             self.spec = module.input_spec()
-        if self.time_crop > 0 and self.spec.hf_config.model_type == "llava_onevision":
-            raise ConfigError("data.time_crop gives clips of different lengths, which Qwen2.5-VL batches take and "
-                              "LLaVA-OV batches (frames stacked per clip) do not")
+        for t in self.transforms:
+            if not t.keeps_frame_count and self.spec.hf_config.model_type == "llava_onevision":
+                raise ConfigError(f"data.transforms: {transform_name(t)} gives clips of different lengths, which "
+                                  "Qwen2.5-VL batches take and LLaVA-OV batches (frames stacked per clip) do not")
         if self.position_stretch and self.spec.hf_config.model_type != "llava_onevision":
             raise ConfigError(f"data.position_stretch is for LLaVA-OV's 1-D positions; this model is "
                               f"{self.spec.hf_config.model_type!r} (M-RoPE)")
         if stage in (None, "fit") and self.train_set is None:
-            augment = self.reverse_time > 0 or self.time_crop > 0
-            rows = self._rows(self.train_split, self.max_train_samples, time_augment=augment)
-            if self.reverse_time > 0 and not any(r.reversed_answer is not None for r in rows):
-                raise ConfigError("data.reverse_time: no training row has a known answer for its video played "
-                                  "backwards (the tables need SynthVid's facts, and captions its pieces and labels)")
-            if self.time_crop > 0 and not any(r.plain_scene for r in rows):
-                raise ConfigError("data.time_crop: no training row has a scene whose frames can be cut (the tables "
-                                  "need SynthVid's facts)")
+            rows = self._rows(self.train_split, self.max_train_samples, transforms=self.transforms)
+            for k, t in enumerate(self.transforms):
+                if all(r.notes[k] is None for r in rows):
+                    raise ConfigError(f"data.transforms: {transform_name(t)} applies to no training row (it needs "
+                                      f"{t.needs})")
             self.train_set = VideoTextDataset(rows, self.spec, self.max_length, self.frame_cache,
-                                              self.position_stretch, self.seed, self.reverse_time, self.time_crop,
-                                              self.time_crop_min)
+                                              self.position_stretch, self.seed, self.transforms)
         if stage in (None, "fit", "validate") and self.val_split and self.val_set is None:
             stretch = self.position_stretch if self.augment_val else None
             self.val_set = VideoTextDataset(self._rows(self.val_split, self.max_val_samples, interleave=True), self.spec,
