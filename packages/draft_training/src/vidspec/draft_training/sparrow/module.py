@@ -54,6 +54,7 @@ from vidspec.draft_training.sft import (
     vision_kwargs,
 )
 from vidspec.draft_training.sparrow import losses
+from vidspec.draft_training.sparrow.features import FeatureCache
 
 log = logging.getLogger(__name__)
 
@@ -260,8 +261,6 @@ class SparrowDistillModule(L.LightningModule):
             raise ConfigError(f"draft.ivsb_layer {self.ivsb_layer} outside 0..{n_layers}")
         self.feature_cache = None
         if feature_cache:
-            from vidspec.draft_training.sparrow.features import FeatureCache
-
             self.feature_cache = FeatureCache(feature_cache, tgt)
         self.vidspec_run_config: dict | None = None
         self._last_step_t: float | None = None
