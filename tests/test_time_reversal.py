@@ -34,8 +34,8 @@ def _dm(data, module, reverse=0.0, crop=0.0):
 
 
 def _qwen(synthvid):
-    from vidspec.draft_training.arch import ArchConfig
     from vidspec.draft_training.sft import VLMSFTModule
+    from vidspec.draft_training.testbed.arch import ArchConfig
     from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
 
     return VLMSFTModule(tokenizer=str(synthvid / "tokenizer"),

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from vidspec.decoding.types import Request
-from vidspec.draft_training.arch import ArchConfig
 from vidspec.draft_training.data import MCQ_INSTRUCTION, ResumableSampler, VideoTextDataModule
 from vidspec.draft_training.sft import VLMSFTModule
+from vidspec.draft_training.testbed.arch import ArchConfig
 from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
 
 

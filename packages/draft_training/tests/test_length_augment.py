@@ -7,7 +7,6 @@ import torch
 from torch.utils.data import DistributedSampler
 
 from vidspec.decoding.errors import ConfigError
-from vidspec.draft_training.arch import ArchConfig
 from vidspec.draft_training.data import (
     FrameBudgetBatchSampler,
     LengthAugmentSampler,
@@ -17,6 +16,7 @@ from vidspec.draft_training.data import (
     stretched_positions,
 )
 from vidspec.draft_training.sft import VLMSFTModule
+from vidspec.draft_training.testbed.arch import ArchConfig
 from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
 
 FRAMES = 4  # frames per tiny clip (max_frames of the tiny module)

@@ -8,9 +8,9 @@ import pickle
 import pytest
 import torch
 
-from vidspec.draft_training.arch import ArchConfig, build_hf_config, hf_model_class
 from vidspec.draft_training.qwen_vision import GroupedQwenVisionAttention, use_grouped_vision_attention
 from vidspec.draft_training.sft import VLMSFTModule
+from vidspec.draft_training.testbed.arch import ArchConfig, build_hf_config, hf_model_class
 from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
 
 

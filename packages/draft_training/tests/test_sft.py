@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vidspec.draft_training.arch import ArchConfig
 from vidspec.draft_training.data import VideoTextDataModule
 from vidspec.draft_training.sft import OptimConfig, VLMSFTModule, lr_factor
+from vidspec.draft_training.testbed.arch import ArchConfig
 from vidspec.draft_training.testing import ARCH, QWEN_OPTIONS
 
 
@@ -207,7 +207,7 @@ def test_mrope_section_sets_the_qwen_bands(tiny_dataset):
     from transformers import AutoTokenizer
 
     from vidspec.decoding.errors import ConfigError
-    from vidspec.draft_training.arch import build_hf_config
+    from vidspec.draft_training.testbed.arch import build_hf_config
 
     tok = AutoTokenizer.from_pretrained(str(tiny_dataset / "tokenizer"))
     qwen = {**ARCH["qwen2.5-vl"], "hidden_size": 32, "num_heads": 2, "num_kv_heads": 2}  # heads of 16: 8 pairs

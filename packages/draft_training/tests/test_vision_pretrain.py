@@ -6,10 +6,15 @@ import pytest
 import torch
 
 from vidspec.decoding.errors import ConfigError
-from vidspec.draft_training.arch import ArchConfig
 from vidspec.draft_training.sft import VLMSFTModule
+from vidspec.draft_training.testbed.arch import ArchConfig
+from vidspec.draft_training.testbed.vision_pretrain import (
+    TowerProbe,
+    load_tower_into,
+    save_tower,
+    train_tower,
+)
 from vidspec.draft_training.testing import ARCH
-from vidspec.draft_training.vision_pretrain import TowerProbe, load_tower_into, save_tower, train_tower
 
 
 def _data(n: int, size: int, seed: int):
@@ -89,7 +94,7 @@ def test_batched_patchify_equals_the_decoding_adapters():
     import numpy as np
 
     from vidspec.decoding.models.qwen2_5_vl import patchify
-    from vidspec.draft_training.vision_pretrain import patchify_batch
+    from vidspec.draft_training.testbed.vision_pretrain import patchify_batch
 
     rng = np.random.default_rng(0)
     clips = rng.integers(0, 256, (3, 4, 32, 48, 3), dtype=np.uint8)
@@ -99,7 +104,7 @@ def test_batched_patchify_equals_the_decoding_adapters():
 
 
 def test_qwen_tower_learns_and_loads_into_the_sft_model(tiny_dataset, tmp_path):
-    from vidspec.draft_training.vision_pretrain import QwenTowerProbe
+    from vidspec.draft_training.testbed.vision_pretrain import QwenTowerProbe
 
     arch = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32})
 
@@ -146,8 +151,8 @@ def test_qwen_vision_init_std_sets_the_towers_initial_weights(tiny_dataset):
     in the pretraining probe and in the full model alike, and is refused where it would do nothing (SigLIP)."""
     from transformers import AutoTokenizer
 
-    from vidspec.draft_training.arch import build_hf_config, hf_model_class
-    from vidspec.draft_training.vision_pretrain import QwenTowerProbe
+    from vidspec.draft_training.testbed.arch import build_hf_config, hf_model_class
+    from vidspec.draft_training.testbed.vision_pretrain import QwenTowerProbe
 
     def qkv_std(tower):
         return float(torch.cat([b.attn.qkv.weight.detach().flatten() for b in tower.blocks]).std())
@@ -169,8 +174,8 @@ def test_qwen_vision_init_std_sets_the_towers_initial_weights(tiny_dataset):
 def test_warm_start_keeps_a_qwen_tower_for_another_width(tiny_dataset, tmp_path):
     """A Qwen2.5-VL tower pretrained for one language-model width starts a tower for another: every tensor but the
     merger's last projection is copied, from a saved tower or from an exported target's weights."""
-    from vidspec.draft_training.arch import build_hf_config, hf_model_class
-    from vidspec.draft_training.vision_pretrain import QwenTowerProbe, warm_start_tower
+    from vidspec.draft_training.testbed.arch import build_hf_config, hf_model_class
+    from vidspec.draft_training.testbed.vision_pretrain import QwenTowerProbe, warm_start_tower
 
     base = ArchConfig(**{**ARCH["qwen2.5-vl"], "patch_size": 8, "image_size": 32})
     torch.manual_seed(1)

@@ -31,10 +31,10 @@ import torch
 import torch.nn.functional as F
 
 from vidspec.decoding.errors import ConfigError
-from vidspec.draft_training.arch import ArchConfig, build_hf_config, family_of, hf_model_class
 from vidspec.draft_training.callbacks import StepMetrics
 from vidspec.draft_training.data import InputSpec
 from vidspec.draft_training.export import export_vlm, register_exporter
+from vidspec.draft_training.testbed.arch import ArchConfig, build_hf_config, family_of, hf_model_class
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +226,7 @@ class VLMSFTModule(L.LightningModule):
         attn_implementation: transformers attention kernel ("sdpa", "eager", "flash_attention_2").
         gradient_checkpointing: recompute activations in backward (saves memory on deep targets).
         vision_init: a pretrained vision tower (a folder written by
-            :func:`vidspec.draft_training.vision_pretrain.save_tower`: LLaVA-OV's SigLIP tower, or
+            :func:`vidspec.draft_training.testbed.vision_pretrain.save_tower`: LLaVA-OV's SigLIP tower, or
             Qwen2.5-VL's tower with its merger) copied into the model before training; its family and
             sizes must match ``arch``.
         grouped_vision_attention: Qwen2.5-VL with sdpa: attend all of a vision layer's windows in one
@@ -300,7 +300,7 @@ class VLMSFTModule(L.LightningModule):
 
             use_grouped_vision_attention(self.model)
         if vision_init:
-            from vidspec.draft_training.vision_pretrain import load_tower_into
+            from vidspec.draft_training.testbed.vision_pretrain import load_tower_into
 
             load_tower_into(self.vision_tower, vision_init, asdict(arch) if arch else None)
         if freeze_vision:

@@ -2,9 +2,8 @@
 
 Real Video-LLMs start from a pretrained vision encoder; a testbed built from scratch does not, and
 a from-scratch SigLIP tower learns shapes slowly when its only signal comes through the language
-model's caption loss (``benchmarks/vision_learnability.py`` measures this). This stage gives the
-tower the analogue of ImageNet pretraining: one-object scenes of the SynthVid *training* world
-(seed 0, rendered in memory) with their exact shape, colour and motion labels:
+model's caption loss. This stage gives the tower the analogue of ImageNet pretraining: one-object
+scenes of the SynthVid *training* world with their exact shape, colour and motion labels:
 
 - shape and colour: linear read-outs of frame 0's mean-pooled tokens;
 - motion: a linear read-out of all tokens of the first and last frames, which needs the tokens to
@@ -19,10 +18,12 @@ colour are read from the first pair's merged tokens, motion from both pairs'. It
 projects into the language model's width (``arch.hidden_size``), is pretrained with it.
 
 This module takes the frames and labels as tensors (training does not import the evaluation
-package, where SynthVid lives); ``benchmarks/vision_learnability.py --save DIR`` renders the
-scenes, runs :func:`train_tower` and :func:`save_tower`, and prints held-out accuracy::
+package, where SynthVid lives): the testbed pipeline (``vidspec testbed build``) renders the scenes
+into a scene file (:func:`load_scenes` describes it) and runs ``vidspec tower-pretrain``
+(:func:`pretrain_tower`), which trains, prints held-out accuracy and saves the tower::
 
-    python benchmarks/vision_learnability.py --configs h128_l4_p8_lr5e-4 --steps 8000 --save runs/vision
+    vidspec tower-pretrain --train runs/testbed/vision/train.safetensors \
+        --test runs/testbed/vision/test.safetensors --out runs/testbed/vision --steps 8000
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import torch
 import torch.nn as nn
 
 from vidspec.decoding.models.qwen2_5_vl import patchify_batch
-from vidspec.draft_training.arch import ArchConfig, qwen_vision_config, siglip_vision_config
+from vidspec.draft_training.testbed.arch import ArchConfig, qwen_vision_config, siglip_vision_config
 
 TOWER_FILE = "tower.safetensors"
 TOWER_CONFIG = "tower.json"
@@ -227,7 +228,7 @@ def load_tower_into(vision_tower: nn.Module, path: str | Path, arch: dict | None
     p = Path(path)
     f = p / TOWER_FILE if p.is_dir() else p
     if not f.is_file():
-        raise ConfigError(f"vision_init: no {TOWER_FILE} at {str(path)!r} (run vidspec.draft_training.vision_pretrain)")
+        raise ConfigError(f"vision_init: no {TOWER_FILE} at {str(path)!r} (run vidspec.draft_training.testbed.vision_pretrain)")
     state = load_file(str(f))
     own = vision_tower.state_dict()
     missing = sorted(set(own) - set(state))
@@ -239,3 +240,80 @@ def load_tower_into(vision_tower: nn.Module, path: str | Path, arch: dict | None
         have = {k: saved.get(k) for k in want}
         raise ConfigError(f"vision_init {str(path)!r} does not fit this model's vision tower (tower {have}, model {want})")
     vision_tower.load_state_dict(state, strict=True)
+
+
+def load_scenes(path: str | Path) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[int, int, int]]:
+    """A scene file: ``first`` and ``last`` frames, ``(N, 3, H, W)`` uint8 (``(N, 2, 3, H, W)``: frame pairs, for a
+    Qwen2.5-VL tower), ``labels`` ``(N, 3)`` int64 (shape, colour, motion class), and in its metadata ``classes``
+    (the three class counts, comma-separated). Returns ``((first, last, labels), classes)``.
+
+    Raises:
+        ConfigError: no file at ``path``, or one without those tensors.
+    """
+    from safetensors import safe_open
+
+    from vidspec.decoding.errors import ConfigError
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"no scene file at {str(path)!r}")
+    with safe_open(str(p), "pt") as f:
+        meta = f.metadata() or {}
+        if not {"first", "last", "labels"} <= set(f.keys()) or "classes" not in meta:
+            raise ConfigError(f"{p} is not a scene file (needs first, last, labels and the classes metadata)")
+        tensors = tuple(f.get_tensor(k) for k in ("first", "last", "labels"))
+    classes = tuple(int(c) for c in meta["classes"].split(","))
+    return tensors, classes  # type: ignore[return-value]
+
+
+def pretrain_tower(train: str = "", test: str = "", out: str = "", family: str = "llava-ov",
+                   vision_hidden_size: int = 128, vision_layers: int = 4, vision_heads: int = 4, patch_size: int = 8,
+                   lm_hidden: int = 192, vision_init_std: float | None = None, steps: int = 8000, lr: float = 5e-4,
+                   batch: int = 128, warmup: int = 100, every: int = 1000, device: str = "auto",
+                   init: str | None = None) -> int:
+    """Pretrain a testbed vision tower on a scene file and save it (``vidspec tower-pretrain``).
+
+    Args:
+        train: scene file to train on (:func:`load_scenes`).
+        test: held-out scene file (another seed) for the accuracy printed every ``every`` steps.
+        out: folder for ``tower.safetensors`` and ``tower.json`` (final held-out accuracy included).
+        family: "llava-ov" (SigLIP) or "qwen2.5-vl" (its tower and merger; the scene file holds frame pairs).
+        vision_hidden_size: the tower's width.
+        vision_layers: its layers.
+        vision_heads: its attention heads.
+        patch_size: its patch size in pixels (the image size is the scenes').
+        lm_hidden: Qwen2.5-VL: the language model's width its merger projects into (the target's
+            ``arch.hidden_size``).
+        vision_init_std: initial weight std of a Qwen2.5-VL tower (default: transformers').
+        steps: optimizer steps.
+        lr: peak learning rate (linear warm-up, cosine decay).
+        batch: scenes per step.
+        warmup: warm-up steps.
+        every: held-out evaluation period in steps.
+        device: "auto", "cpu", "cuda", ...
+        init: start from a trained tower or an exported target (:func:`warm_start_tower`).
+    """
+    from vidspec.decoding.errors import ConfigError
+
+    if not train or not test or not out:
+        raise ConfigError("--train, --test and --out are required")
+    train_set, classes = load_scenes(train)
+    test_set, _ = load_scenes(test)
+    extra = {"hidden_size": lm_hidden, "num_heads": 4} if family == "qwen2.5-vl" else {}
+    arch = ArchConfig(family=family, vision_hidden_size=vision_hidden_size, vision_layers=vision_layers,
+                      vision_heads=vision_heads, image_size=int(train_set[0].shape[-1]), patch_size=patch_size,
+                      vision_init_std=vision_init_std, **extra)
+    dev = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+    model, curve = train_tower(arch, steps, lr, batch, warmup, dev, train_set, test_set, classes, every,
+                               label=f"{family} h{vision_hidden_size}", log=lambda m: print(m, flush=True), init=init)
+    save_tower(model, arch, out, {"final": curve[-1], "steps": steps, "lr": lr, "batch": batch,
+                                  "scenes": int(train_set[0].shape[0])})
+    print(f"tower saved to {out}", flush=True)
+    return 0
+
+
+def tower_pretrain_main(argv: list[str]) -> int:
+    """Entry point of ``vidspec tower-pretrain`` (see :func:`pretrain_tower`)."""
+    from vidspec.decoding.cli import run_function
+
+    return run_function(pretrain_tower, "vidspec tower-pretrain", argv)
