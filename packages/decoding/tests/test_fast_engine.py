@@ -12,11 +12,12 @@ import json
 import pytest
 import torch
 
+from vidspec.decoding.config import DEFAULT_FAST_MAX_LEN
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
 from vidspec.decoding.fast.sparrow import FastSparrowDrafter
-from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, build_decoder, sparrow_drafter_class
+from vidspec.decoding.methods import build_decoder, sparrow_drafter_class
 from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
 from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers.strict import StrictVerifier

@@ -9,13 +9,15 @@ import pytest
 
 from vidspec.decoding import methods as methods_mod
 from vidspec.decoding.cli import main
+from vidspec.decoding.config import DEFAULT_TREE
 from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fast import FastTarget, TreeModelDrafter, TreeSparrowDrafter, TreeSpeculativeDecoder
-from vidspec.decoding.methods import DEFAULT_TREE, LOSSLESS_METHODS, METHODS, TREE_METHODS, build_decoder
+from vidspec.decoding.methods import METHODS, build_decoder, method_names
 from vidspec.decoding.sparrow import target_fingerprint
 from vidspec.decoding.types import Request
 
+TREE_METHODS = method_names(loop="tree")
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]
 ENGINES = ["eager", "fast"]
 SHAPE = {"total_tokens": 10, "depth": 3, "top_k": 3}  # small trees: seconds on CPU
@@ -37,8 +39,9 @@ def ar_ids(tiny, clip):
 
 
 def test_tree_methods_are_registered_and_lossless():
-    assert set(TREE_METHODS) <= set(METHODS) and set(TREE_METHODS) <= set(LOSSLESS_METHODS)
-    assert DEFAULT_TREE == {"total_tokens": 48, "depth": 8, "top_k": 8}
+    assert TREE_METHODS == ("tree-sd", "tree-sparrow")
+    assert all(METHODS[m].lossless and METHODS[m].greedy_only and METHODS[m].default_k is None for m in TREE_METHODS)
+    assert DEFAULT_TREE.as_dict() == {"total_tokens": 48, "depth": 8, "top_k": 8}
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -21,12 +21,12 @@ def test_demo_falls_back_to_tiny_models(tmp_path, capsys):
         assert f"| {m}" in report and f"| {m}" in printed
     assert (out / "plots" / "synthvid_captions-pareto.png").is_file()
     assert json.loads((out / "eval" / "summary.json").read_text())["n_samples"] == 1
-    cfg = json.loads((out / "eval" / "config.json").read_text())  # the headline's probability gate by default
+    cfg = json.loads((out / "eval" / "config.json").read_text())["decode"]  # the headline's probability gate by default
     assert (cfg["lam"], cfg["predicate"], cfg["eps"]) == (1.0, "prob", 0.3) and "probability gate" in printed
     paper = tmp_path / "demo-paper"
     assert main(["demo", "--limit", "1", "--max-new-tokens", "4", "--out", str(paper), "--data-dir", str(tmp_path / "sv"),
                  "--releases", str(tmp_path / "no-releases"), "--no-progress", "--paper_rule", "true"]) == 0
-    cfg = json.loads((paper / "eval" / "config.json").read_text())
+    cfg = json.loads((paper / "eval" / "config.json").read_text())["decode"]
     assert (cfg["lam"], cfg["predicate"]) == (0.7, "always") and "LVSpec's own rule" in capsys.readouterr().out
 
 
@@ -44,7 +44,7 @@ def test_discover_releases(tmp_path):
     assert c.source == "release" and c.missing == []
     assert c.target.endswith("synthvid-target-cpu") and c.draft.endswith("synthvid-draft-cpu")
     assert c.sparrow.endswith("sparrow-synthvid-cpu")
-    assert available_methods(c) == METHODS
+    assert available_methods(c) == tuple(METHODS)
 
     other = tmp_path / "only-target"
     _release(other / "synthvid-target-cpu", kind="video-llm")

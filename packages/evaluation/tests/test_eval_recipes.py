@@ -22,5 +22,5 @@ def test_recipe_parses(recipe):
     assert f"vidspec eval --config configs/eval/{recipe.name}" in recipe.read_text()
     cfg = eval_parser().parse_args(["--config", str(recipe)])
     opts = {k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"}
-    EvalConfig(**{k: opts[k] for k in ("benchmark", "out", "methods", "target", "draft", "sparrow", "k",
-                                       "max_new_tokens", "frames", "device", "dtype")})
+    EvalConfig.from_flags(**{k: opts[k] for k in ("benchmark", "out", "methods", "target", "draft", "sparrow", "k",
+                                                  "max_new_tokens", "frames", "device", "dtype")})

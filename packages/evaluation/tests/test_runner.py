@@ -17,7 +17,7 @@ from vidspec.evaluation.runner import EvalConfig, run_eval
 @pytest.fixture(scope="module")
 def run(synthvid, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(out), sparrow="random",
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), out=str(out), sparrow="random",
                      max_new_tokens=10, progress=False)
     return cfg, run_eval(cfg)
 
@@ -75,15 +75,15 @@ def test_rerun_decodes_nothing_and_other_config_is_refused(run, no_decoding):
     assert len(read_jsonl(f"{cfg.out}/records.jsonl")) == 2 * len(METHODS)
     assert again["methods"].keys() == set(METHODS)
     with pytest.raises(ConfigError, match="another config"):
-        run_eval(EvalConfig(**{**cfg.to_dict(), "methods": cfg.methods, "max_new_tokens": 11}))
+        run_eval(EvalConfig.from_flags(**{**cfg.to_dict(), "methods": cfg.methods, "max_new_tokens": 11}))
 
 
 def test_config_validation():
     with pytest.raises(ConfigError, match="unknown method"):
-        EvalConfig(benchmark="synthvid_captions", out="x", methods=("ar", "nope"))
+        EvalConfig.from_flags(benchmark="synthvid_captions", out="x", methods=("ar", "nope"))
     with pytest.raises(ConfigError, match="--sparrow"):
-        EvalConfig(benchmark="synthvid_captions", out="x", methods=("sparrow",))
-    assert EvalConfig(benchmark="b", out="x", methods="sd,ar").methods == ("ar", "sd")
+        EvalConfig.from_flags(benchmark="synthvid_captions", out="x", methods=("sparrow",))
+    assert EvalConfig.from_flags(benchmark="b", out="x", methods="sd,ar").methods == ("ar", "sd")
 
 
 def test_jsonl_log_drops_a_torn_last_line(tmp_path):
@@ -157,25 +157,25 @@ def test_gpt_judge_phase_is_resumable_and_never_scores_unparsable(run, synthvid,
 def test_out_that_is_a_file_is_a_user_error(tmp_path):
     (tmp_path / "f").write_text("x")
     with pytest.raises(ConfigError, match="--out"):
-        run_eval(EvalConfig(benchmark="synthvid_captions", out=str(tmp_path / "f"), methods="ar", progress=False))
+        run_eval(EvalConfig.from_flags(benchmark="synthvid_captions", out=str(tmp_path / "f"), methods="ar", progress=False))
 
 
 def test_predicate_options_reach_the_verifier(synthvid, tmp_path):
     """--predicate prob --eps reach LVSpec: with eps 1.0 no loose mismatch passes, with predicate
     always (the same λ) some do; eps is recorded, and resuming with another eps is refused."""
     def go(out, **kw):
-        cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / out),
+        cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / out),
                          methods=("lvspec",), max_new_tokens=12, lam=1.0, progress=False, warmup=False, **kw)
         run_eval(cfg)
         return cfg, [r for r in read_jsonl(f"{cfg.out}/records.jsonl") if r["method"] == "lvspec"]
 
     cfg, strictish = go("prob", predicate="prob", eps=1.0)
     assert sum(r["loose_accepted"] for r in strictish) == 0
-    assert json.loads(open(f"{cfg.out}/config.json").read())["eps"] == 1.0
+    assert json.loads(open(f"{cfg.out}/config.json").read())["decode"]["eps"] == 1.0
     _, loose = go("always", predicate="always")
     assert sum(r["loose_accepted"] for r in loose) > 0
     with pytest.raises(ConfigError, match="another config"):
-        run_eval(EvalConfig(**{**cfg.to_dict(), "methods": cfg.methods, "eps": 0.5}))
+        run_eval(EvalConfig.from_flags(**{**cfg.to_dict(), "methods": cfg.methods, "eps": 0.5}))
 
 
 def test_stage_timings_are_logged(synthvid, tmp_path, caplog):
@@ -183,7 +183,7 @@ def test_stage_timings_are_logged(synthvid, tmp_path, caplog):
     warm-up and graph capture, and every timed decode, so a run cut by a time limit shows its stage."""
     import logging
 
-    cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "r"), methods=("ar",),
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "r"), methods=("ar",),
                      limit=2, max_new_tokens=4, progress=False)
     with caplog.at_level(logging.INFO, logger="vidspec.evaluation.runner"):
         run_eval(cfg)

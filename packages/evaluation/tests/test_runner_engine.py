@@ -46,8 +46,8 @@ def test_eval_fast_engine_records_and_refuses_another_engine_on_resume(capfd, sy
 
     for name in ("config.json", "summary.json"):
         on_disk = json.loads((fast / name).read_text())
-        assert (on_disk["config"] if name == "summary.json" else on_disk)["engine"] == "fast"
-    assert json.loads((eager / "config.json").read_text())["engine"] == "eager"
+        assert (on_disk["config"] if name == "summary.json" else on_disk)["decode"]["engine"] == "fast"
+    assert json.loads((eager / "config.json").read_text())["decode"]["engine"] == "eager"
     records = {r["method"]: r for r in read_jsonl(fast / "records.jsonl")}
     assert set(records) == {"ar", "sd", "lvspec-pst", "sparrow"}
     for m in ("sd", "sparrow"):
@@ -66,7 +66,7 @@ def test_unknown_engine_is_one_line(capfd, synthvid, tmp_path):
     assert code == 2 and "unknown engine 'turbo' (choose from eager, fast)" in _one_line(err)
     assert not (tmp_path / "x").exists()
     with pytest.raises(ConfigError, match="fast-max-len"):
-        EvalConfig(benchmark="b", out="x", engine="fast", fast_max_len=0)
+        EvalConfig.from_flags(benchmark="b", out="x", engine="fast", fast_max_len=0)
 
 
 def test_fast_gemv_is_checked_and_reaches_the_fast_target(capfd, synthvid, tmp_path, monkeypatch):
@@ -78,21 +78,21 @@ def test_fast_gemv_is_checked_and_reaches_the_fast_target(capfd, synthvid, tmp_p
     assert code == 2 and "--fast-gemv all needs --engine fast on a CUDA device" in _one_line(err)
     assert not (tmp_path / "x").exists()
     with pytest.raises(ConfigError, match="needs --engine fast"):
-        EvalConfig(benchmark="b", out="x", engine="eager", device="cuda", fast_gemv="decode")
-    assert EvalConfig(benchmark="b", out="x", methods="ar", engine="fast", device="cuda:1", fast_gemv="all").fast_gemv == "all"
-    cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
-    old = cfg.to_dict()
+        EvalConfig.from_flags(benchmark="b", out="x", engine="eager", device="cuda", fast_gemv="decode")
+    assert EvalConfig.from_flags(benchmark="b", out="x", methods="ar", engine="fast", device="cuda:1", fast_gemv="all").decode.fast_gemv == "all"
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
+    old = cfg.flat()
     del old["fast_gemv"]
     (tmp_path / "config.json").write_text(json.dumps(old))
     runner_mod._check_resume(tmp_path, cfg)  # no error: recorded before the option, i.e. "off"
     # the mode reaches FastTarget as its gemv option
     seen = []
     monkeypatch.setattr(runner_mod, "as_fast", lambda model, opts: seen.append(opts) or model)
-    from vidspec.decoding.methods import GEMV_MODES
+    from vidspec.decoding.config import GEMV_MODES
 
     assert GEMV_MODES == {"off": False, "decode": True, "all": "all"}
     monkeypatch.setattr(runner_mod, "build_decoder", lambda *a, **kw: None)
-    fast = EvalConfig(benchmark="b", out=str(tmp_path), methods="ar", engine="fast", device="cuda", fast_gemv="decode")
+    fast = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), methods="ar", engine="fast", device="cuda", fast_gemv="decode")
     runner_mod.build_decoders(fast, runner_mod.EvalModels(target=object()))
     assert len(seen) == 1 and seen[0]["gemv"] is True
 
@@ -109,14 +109,14 @@ def test_fast_compile_off_reaches_the_target_and_every_sparrow_drafter(capfd, sy
                 methods="ar,sparrow,tree-sparrow", tree_total=8, tree_depth=2, tree_top_k=2)
     want = {}
     for on in (True, False):
-        decs = build_decoders(EvalConfig(**base, fast_compile=on), models)
+        decs = build_decoders(EvalConfig.from_flags(**base, fast_compile=on), models)
         want[on] = (decs["sparrow"].drafter.want_compile, decs["tree-sparrow"].drafter.chain.want_compile)
     assert want == {True: (None, None), False: (False, False)}
     seen = []
     monkeypatch.setattr(runner_mod, "as_fast", lambda model, opts: seen.append(opts) or model)
     monkeypatch.setattr(runner_mod, "build_decoder", lambda *a, **kw: None)
     for on in (True, False):
-        runner_mod.build_decoders(EvalConfig(**{**base, "methods": "ar"}, fast_compile=on), EvalModels(target=object()))
+        runner_mod.build_decoders(EvalConfig.from_flags(**{**base, "methods": "ar"}, fast_compile=on), EvalModels(target=object()))
     assert [o.get("compile", "default") for o in seen] == ["default", False]
     monkeypatch.undo()
 
@@ -124,7 +124,7 @@ def test_fast_compile_off_reaches_the_target_and_every_sparrow_drafter(capfd, sy
     code, err = _eval(capfd, synthvid, out, "--engine", "fast", "--methods", "ar,sparrow", "--sparrow", "random",
                       "--fast-compile", "false")
     assert code == 0, err
-    assert json.loads((out / "config.json").read_text())["fast_compile"] is False
+    assert json.loads((out / "config.json").read_text())["decode"]["fast_compile"] is False
     records = {r["method"]: r for r in read_jsonl(out / "records.jsonl")}
     assert records["sparrow"]["token_identical_to_ar"]
     code, err = _eval(capfd, synthvid, out, "--engine", "fast", "--methods", "ar,sparrow", "--sparrow", "random")
@@ -138,7 +138,7 @@ def test_one_fast_target_per_loaded_model(tmp_path):
 
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
-    cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512)
+    cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512)
     decs = build_decoders(cfg, models)
     assert set(decs) == set(METHODS)
     fast_target = decs["ar"].target
@@ -153,7 +153,7 @@ def test_one_fast_target_per_loaded_model(tmp_path):
     assert same["sd"].drafter.model is not same["sd"].target
     assert same["sd"].drafter.model.adapter is same["sd"].target.adapter is target
 
-    eager = build_decoders(EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random"), models)
+    eager = build_decoders(EvalConfig.from_flags(benchmark="b", out=str(tmp_path), sparrow="random"), models)
     assert all(d.target is target for d in eager.values())
 
 
@@ -164,7 +164,7 @@ def test_device_rounds_option_reaches_every_drafting_decoder(tmp_path):
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
     for on in (True, False):
-        cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512,
+        cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512,
                          device_rounds=on, tree_total=8, tree_depth=2, tree_top_k=2)
         decs = build_decoders(cfg, models)
         assert {m: getattr(d, "device_rounds", None) for m, d in decs.items() if m != "ar"} == {
@@ -180,7 +180,7 @@ def test_loose_device_option_reaches_the_loose_verifiers(capfd, synthvid, tmp_pa
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
     for on in (True, False):
-        cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512,
+        cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), sparrow="random", engine="fast", fast_max_len=512,
                          loose_device=on, lam=1.0, predicate="prob", eps=0.05)
         decs = build_decoders(cfg, models)
         assert {m: decs[m].verifier.config.device_walk for m in ("lvspec", "lvspec-pst", "sparrow-lvspec-pst")} == {
@@ -193,7 +193,7 @@ def test_loose_device_option_reaches_the_loose_verifiers(capfd, synthvid, tmp_pa
         code, err = _eval(capfd, synthvid, out, "--engine", "fast", "--methods", "ar,lvspec-pst", "--lam", "1.0",
                           "--predicate", "always", "--loose_device", on)
         assert code == 0, err
-        assert json.loads((out / "config.json").read_text())["loose_device"] is (on == "true")
+        assert json.loads((out / "config.json").read_text())["decode"]["loose_device"] is (on == "true")
         runs[on] = {r["sample_id"]: (r["token_ids"], r["loose_accepted"], r["shift_accepted"])
                     for r in read_jsonl(out / "records.jsonl") if r["method"] == "lvspec-pst"}
     assert runs["true"] == runs["false"] and runs["true"]
@@ -205,25 +205,25 @@ def test_sparrow_k_sets_the_sparrow_chains_k_only(tmp_path):
 
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
-    cfg = EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random", k=3, sparrow_k=7)
+    cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), sparrow="random", k=3, sparrow_k=7)
     ks = {m: d.k for m, d in build_decoders(cfg, models).items()}
     assert ks["sparrow"] == ks["sparrow-lvspec-pst"] == 7
     assert ks["sd"] == ks["lvspec"] == ks["fly"] == 3 and ks["ar"] == 0
-    default = {m: d.k for m, d in build_decoders(EvalConfig(benchmark="b", out=str(tmp_path), sparrow="random",
+    default = {m: d.k for m, d in build_decoders(EvalConfig.from_flags(benchmark="b", out=str(tmp_path), sparrow="random",
                                                              k=3), models).items()}
     assert default["sparrow"] == 3
     with pytest.raises(ConfigError, match="sparrow-k"):
-        EvalConfig(benchmark="b", out="x", sparrow_k=0)
+        EvalConfig.from_flags(benchmark="b", out="x", sparrow_k=0)
 
 
 def test_runs_recorded_before_the_engine_option_resume_as_eager(tmp_path):
-    cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
-    old = cfg.to_dict()
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", out=str(tmp_path), methods="ar")
+    old = cfg.flat()
     del old["engine"], old["fast_max_len"]
     (tmp_path / "config.json").write_text(json.dumps(old))
     runner_mod._check_resume(tmp_path, cfg)  # no error
     with pytest.raises(ConfigError, match="engine"):
-        runner_mod._check_resume(tmp_path, EvalConfig(**{**cfg.to_dict(), "engine": "fast"}))
+        runner_mod._check_resume(tmp_path, EvalConfig.from_flags(**{**cfg.to_dict(), "engine": "fast"}))
 
 
 def test_eval_scorer_is_recorded_and_refused_another_on_resume(capfd, synthvid, tmp_path):
@@ -233,8 +233,8 @@ def test_eval_scorer_is_recorded_and_refused_another_on_resume(capfd, synthvid, 
                       "--attention-heads", "max")
     assert code == 0, err
     cfg = json.loads((out / "config.json").read_text())
-    assert (cfg["scorer"], cfg["attention_heads"], cfg["probe"]) == ("attention", "max", None)
-    assert json.loads((out / "summary.json").read_text())["config"]["scorer"] == "attention"
+    assert (cfg["decode"]["scorer"], cfg["decode"]["attention_heads"], cfg["decode"]["probe"]) == ("attention", "max", None)
+    assert json.loads((out / "summary.json").read_text())["config"]["decode"]["scorer"] == "attention"
     assert {r["method"] for r in read_jsonl(out / "records.jsonl")} == {"ar", "lvspec-pst"}
 
     code, err = _eval(capfd, synthvid, out, "--methods", "ar,lvspec-pst")  # the default scorer is cosine
@@ -248,18 +248,18 @@ def test_eval_bad_scorer_options_are_one_line(capfd, synthvid, tmp_path):
                       "--engine", "fast")
     assert code == 2 and "--engine eager" in _one_line(err)
     assert not (tmp_path / "x").exists()
-    EvalConfig(benchmark="b", out="x", methods="ar,sd", scorer="attention", engine="fast")  # no scorer used: fine
+    EvalConfig.from_flags(benchmark="b", out="x", methods="ar,sd", scorer="attention", engine="fast")  # no scorer used: fine
 
 
 def test_runs_recorded_before_the_scorer_option_resume_as_cosine(tmp_path):
     from vidspec.decoding.verifiers.relevance import AttentionMassScorer, CosineTopNScorer
 
-    cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar,lvspec")
-    old = cfg.to_dict()
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", out=str(tmp_path), methods="ar,lvspec")
+    old = cfg.flat()
     del old["scorer"], old["attention_heads"], old["probe"]
     (tmp_path / "config.json").write_text(json.dumps(old))
     runner_mod._check_resume(tmp_path, cfg)  # no error
-    attention = EvalConfig(**{**cfg.to_dict(), "scorer": "attention"})
+    attention = EvalConfig.from_flags(**{**cfg.to_dict(), "scorer": "attention"})
     with pytest.raises(ConfigError, match="scorer"):
         runner_mod._check_resume(tmp_path, attention)
 

@@ -38,7 +38,7 @@ def test_resume_after_sigkill(tmp_path):
     with open(records, "ab") as fh:
         fh.write(b'{"schema": 1, "sample_id": "sv1-000002#0", "method": "sd", "text": "hal')
 
-    cfg = EvalConfig(benchmark="synthvid_captions", data=str(data), out=str(out), methods=("ar", "sd"),
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(data), out=str(out), methods=("ar", "sd"),
                      max_new_tokens=10, warmup=False, progress=False)
     summary = run_eval(cfg)
     after = read_jsonl(records)

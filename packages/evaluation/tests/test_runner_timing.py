@@ -42,7 +42,7 @@ def test_warmup_capture_leaves_no_graph_for_the_timed_decodes():
 
 
 def test_records_and_summary_split_decode_time(synthvid, tmp_path):
-    cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "run"), sparrow="random",
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "run"), sparrow="random",
                      methods=("ar", "sparrow"), engine="fast", fast_max_len=1024, max_new_tokens=12, progress=False)
     summary = run_eval(cfg)
     records = read_jsonl(tmp_path / "run" / "records.jsonl")
@@ -82,7 +82,7 @@ def test_share_video_reads_each_sample_once_and_changes_no_token(synthvid, tmp_p
     runs = {}
     for share in (False, True):
         reads.clear()
-        cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / f"run-{share}"),
+        cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / f"run-{share}"),
                          sparrow="random", methods=methods, max_new_tokens=10, limit=2, share_video=share,
                          progress=False)
         run_eval(cfg)
@@ -101,6 +101,6 @@ def test_share_video_reads_each_sample_once_and_changes_no_token(synthvid, tmp_p
         assert all(r["wall_s"] >= r["video_s"] + r["decode_s"] for r in mine)
     # a run recorded without sharing does not resume with it (its ESRs would mix two conventions)
     with pytest.raises(ConfigError, match="share_video"):
-        run_eval(EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "run-False"),
+        run_eval(EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), out=str(tmp_path / "run-False"),
                             sparrow="random", methods=methods, max_new_tokens=10, limit=2, share_video=True,
                             progress=False))

@@ -9,7 +9,7 @@ import pytest
 
 from vidspec.decoding.cli import main
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.methods import TREE_METHODS
+from vidspec.decoding.methods import method_names
 from vidspec.decoding.testing import aligned_sparrow
 from vidspec.evaluation import runner as runner_mod
 from vidspec.evaluation.records import SampleRecord, read_jsonl
@@ -31,7 +31,7 @@ def models():
 @pytest.fixture(scope="module")
 def run(synthvid, models, tmp_path_factory):
     out = tmp_path_factory.mktemp("tree")
-    cfg = EvalConfig(benchmark="synthvid_captions", data=str(synthvid), out=str(out), sparrow="random",
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), out=str(out), sparrow="random",
                      methods="ar,tree-sparrow", max_new_tokens=16, progress=False, **TREE)
     return cfg, run_eval(cfg, models=models)
 
@@ -51,7 +51,7 @@ def test_tree_records_are_token_identical_to_ar(run):
         assert r["drafter"] == "TreeSparrowDrafter"
     s = summary["methods"]["tree-sparrow"]
     assert s["token_identical_share"] == 1.0 and s["tau"] > 1.0
-    on_disk = json.loads(open(f"{cfg.out}/config.json").read())
+    on_disk = json.loads(open(f"{cfg.out}/config.json").read())["decode"]
     assert (on_disk["tree_total"], on_disk["tree_depth"], on_disk["tree_top_k"]) == (10, 3, 3)
 
 
@@ -61,26 +61,26 @@ def test_resume_with_another_tree_is_refused(run, no_decoding):
     assert again["methods"].keys() == {"ar", "tree-sparrow"}
     for field, value in (("tree_depth", 4), ("tree_total", 12), ("tree_top_k", 2)):
         with pytest.raises(ConfigError, match=field):
-            run_eval(EvalConfig(**{**cfg.to_dict(), "methods": cfg.methods, field: value}))
+            run_eval(EvalConfig.from_flags(**{**cfg.to_dict(), "methods": cfg.methods, field: value}))
 
 
 def test_runs_recorded_before_the_tree_options_resume_with_the_defaults(tmp_path):
-    cfg = EvalConfig(benchmark="synthvid_captions", out=str(tmp_path), methods="ar,sd")
-    old = cfg.to_dict()
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", out=str(tmp_path), methods="ar,sd")
+    old = cfg.flat()
     del old["tree_total"], old["tree_depth"], old["tree_top_k"]
     (tmp_path / "config.json").write_text(json.dumps(old))
     runner_mod._check_resume(tmp_path, cfg)  # no error
     assert not {"tree_total", "tree_depth", "tree_top_k"} & runner_mod.RESUMABLE_CHANGES
     with pytest.raises(ConfigError, match="tree_depth"):
-        runner_mod._check_resume(tmp_path, EvalConfig(**{**cfg.to_dict(), "tree_depth": 4}))
+        runner_mod._check_resume(tmp_path, EvalConfig.from_flags(**{**cfg.to_dict(), "tree_depth": 4}))
 
 
 def test_bad_tree_options_are_refused():
     for field, flag in (("tree_total", "--tree-total"), ("tree_depth", "--tree-depth"), ("tree_top_k", "--tree-top-k")):
         with pytest.raises(ConfigError, match=flag):
-            EvalConfig(benchmark="b", out="x", methods="ar,tree-sparrow", sparrow="random", **{field: 0})
+            EvalConfig.from_flags(benchmark="b", out="x", methods="ar,tree-sparrow", sparrow="random", **{field: 0})
     with pytest.raises(ConfigError, match="--sparrow"):
-        EvalConfig(benchmark="b", out="x", methods="ar,tree-sparrow")
+        EvalConfig.from_flags(benchmark="b", out="x", methods="ar,tree-sparrow")
 
 
 def test_eval_cli_tree_methods(capfd, synthvid, tmp_path):
@@ -103,7 +103,7 @@ def test_eval_cli_tree_methods(capfd, synthvid, tmp_path):
 def test_fast_engine_tree_decoders_share_the_target(models, tmp_path):
     from vidspec.decoding.fast import FastTarget, TreeSpeculativeDecoder
 
-    cfg = EvalConfig(benchmark="b", out=str(tmp_path), methods="ar,sparrow,tree-sparrow", sparrow="random",
+    cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), methods="ar,sparrow,tree-sparrow", sparrow="random",
                      engine="fast", fast_max_len=512, tree_total=80)
     decs = build_decoders(cfg, models)
     fast_target = decs["ar"].target
@@ -119,7 +119,7 @@ def test_fast_tree_draft_graphs_are_captured_before_timing(models, tmp_path, mon
     inside the first timed decodes)."""
     from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
 
-    cfg = EvalConfig(benchmark="b", out=str(tmp_path), methods="ar,tree-sparrow", sparrow="random", engine="fast",
+    cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), methods="ar,tree-sparrow", sparrow="random", engine="fast",
                      fast_max_len=512, tree_total=10, tree_depth=3, tree_top_k=4)
     dec = build_decoders(cfg, models)["tree-sparrow"]
     assert isinstance(dec.drafter, FastTreeSparrowDrafter)
@@ -160,5 +160,5 @@ def test_eval_ci_runs_the_tree_methods(tmp_path, monkeypatch):
         eval_ci.run_eval_ci(out=str(tmp_path / "ci"), baseline=str(tmp_path / "none.json"),
                             releases=str(tmp_path / "no-releases"))
     assert "sd" in seen["methods"] and "sparrow" in seen["methods"]
-    assert set(TREE_METHODS) <= set(seen["methods"])
-    assert set(TREE_METHODS) <= set(demo.available_methods(demo.discover_models(str(tmp_path / "no-releases"))))
+    assert set(method_names(loop="tree")) <= set(seen["methods"])
+    assert set(method_names(loop="tree")) <= set(demo.available_methods(demo.discover_models(str(tmp_path / "no-releases"))))

@@ -17,11 +17,13 @@ docstrings; ``--print_config`` prints the resolved options). Flags take dashes o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from vidspec.decoding.cli import normalize_flags, one_line
+from vidspec.decoding.config import DecodeConfig
 from vidspec.decoding.errors import ConfigError, VidspecError
-from vidspec.decoding.methods import DEFAULT_FAST_MAX_LEN, DEFAULT_TREE, METHODS, SPARROW_METHODS
+from vidspec.decoding.methods import METHODS, method_names
 from vidspec.evaluation.eval_ci import CI_MAX_NEW_TOKENS, CI_VIDEOS
 
 
@@ -37,33 +39,11 @@ def evaluate(
     split: str | None = None,
     limit: int | None = None,
     video_dir: str | None = None,
-    k: int | None = None,
     sparrow_k: int | None = None,
     max_new_tokens: int | None = None,
     frames: int | None = None,
     device: str = "cpu",
     dtype: str | None = None,
-    lam: float = 0.7,
-    top_n: int = 10,
-    relevance_layer: int | None = None,
-    predicate: str = "always",
-    eps: float = 0.01,
-    top_k: int = 5,
-    pst_window: int = 3,
-    protect: bool = True,
-    scorer: str = "cosine",
-    attention_heads: str = "mean",
-    probe: str | None = None,
-    engine: str = "eager",
-    fast_max_len: int = DEFAULT_FAST_MAX_LEN,
-    fast_gemv: str = "off",
-    fast_compile: bool = True,
-    draft_vocab: int | None = None,
-    tree_total: int = DEFAULT_TREE["total_tokens"],
-    tree_depth: int = DEFAULT_TREE["depth"],
-    tree_top_k: int = DEFAULT_TREE["top_k"],
-    device_rounds: bool = True,
-    loose_device: bool = True,
     share_video: bool = False,
     warmup: bool = True,
     judge: bool = False,
@@ -71,6 +51,7 @@ def evaluate(
     judge_model: str | None = None,
     no_progress: bool = False,
     report: bool = True,
+    decode: DecodeConfig | None = None,
 ) -> int:
     """Run decoding methods side by side on a benchmark (AR first as the baseline); resumable.
 
@@ -87,44 +68,11 @@ def evaluate(
         split: dataset split (default: the task's).
         limit: evaluate the first N samples only.
         video_dir: folder with the benchmark's videos (needed for hub datasets).
-        k: draft tokens per round (default: each method's, 4; fly 15; not used by ar and the tree methods).
         sparrow_k: draft tokens per round of sparrow and sparrow-lvspec-pst (default: --k).
         max_new_tokens: generation budget per sample (default: the task's).
         frames: frames sampled per video (default: the task's).
         device: cpu, cuda, cuda:1, ...
         dtype: float32, bfloat16 or float16 (default: bf16 on CUDA, fp32 on CPU).
-        lam: LVSpec relaxation ratio λ.
-        top_n: LVSpec visual tokens averaged in the relevance score.
-        relevance_layer: hidden-state layer for relevance (default: the middle layer).
-        predicate: LVSpec loose acceptance predicate: always, topk or prob.
-        eps: predicate prob: accept a loose mismatch when the target gives the draft token at least
-            this probability (0.1 kept every fact on the SynthVid testbed, benchmarks/loose_predicate.py).
-        top_k: predicate topk: accept a loose mismatch when the draft token is in the target's top k.
-        pst_window: PST window.
-        protect: keep negations, numbers and comparatives strict under loose verification.
-        scorer: LVSpec relevance scorer: cosine (the paper's), attention (attention mass on visual positions;
-            eager engine only), probe (--probe FILE) or random (control). Recorded; resuming refuses another.
-        attention_heads: --scorer attention: mean or max of the per-head masses.
-        probe: --scorer probe: safetensors file written by ProbeScorer.save.
-        engine: eager (the Hugging Face modules as loaded) or fast (static KV cache, CUDA graphs on CUDA;
-            greedy strict output is token-identical). Recorded in the run's config; resuming refuses another.
-        fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
-        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
-            (verify steps of up to 16 tokens too, split-K). Recorded; resuming refuses another.
-        fast_compile: fast engine on CUDA: fuse each step's elementwise work with torch.compile (false: the
-            same CUDA graphs without compiling, no compile time before the first record but slower steps;
-            for runs that measure acceptance, e.g. tau by video length). Recorded; resuming refuses another.
-        draft_vocab: Sparrow methods: draft only the release's N most frequent tokens (a reduced head;
-            needs a draft_vocab.json in the --sparrow release, from 'vidspec sparrow-vocab').
-        tree_total: tree methods: draft nodes kept per tree (verified in one target pass with x_last).
-        tree_depth: tree methods: tree depth (draft passes per round; the most tokens a round accepts).
-        tree_top_k: tree methods: children per expanded node and frontier width. The tree options are
-            recorded; resuming refuses others.
-        device_rounds: fast engine on CUDA, greedy: launch draft and verify back to back with one host
-            synchronisation per round (false: host-driven rounds, for A/B runs; the tokens are the same).
-        loose_device: fast engine, greedy, loose methods with a relevance-blind rule (--lam 1 with --predicate
-            prob or always): each round's decision is computed inside the verify step and read back with it,
-            instead of walking the draft on the host (same rule; false: the host walk, for A/B runs).
         share_video: read each sample's video once for all methods, every record counting that read's
             seconds (the long set's 1536-frame reads take seconds each). Recorded; resuming refuses another.
         warmup: one untimed decode per method before measuring.
@@ -134,24 +82,25 @@ def evaluate(
         judge_model: judge model name.
         no_progress: hide progress bars.
         report: write report.md, plots and TensorBoard scalars into the run folder at the end.
+        decode: how every method decodes (:class:`~vidspec.decoding.config.DecodeConfig`); on the command
+            line and in recipes its fields are options of their own (``--k``, ``--lam``, ``--engine``,
+            ``--tree-total``, ...). Recorded in the run's config.json; resuming refuses a change of any
+            of them but ``--fast-max-len``.
     """
     from vidspec.evaluation.report import markdown_table, write_report
     from vidspec.evaluation.runner import EvalConfig, run_eval
 
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
     if sparrow is None and methods == ",".join(METHODS):
-        # The default list names every method; without a Sparrow release the two need, drop them
-        # rather than fail (naming them explicitly without --sparrow is still an error).
-        chosen = [m for m in chosen if m not in SPARROW_METHODS]
+        # The default list names every method; without a Sparrow release the ones that need it are
+        # dropped rather than failing (naming them explicitly without --sparrow is still an error).
+        chosen = [m for m in chosen if m not in method_names(drafter="sparrow")]
     cfg = EvalConfig(
         benchmark=benchmark, out=out, data=data, split=split, limit=limit, video_dir=video_dir, target=target,
-        draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen), k=k, sparrow_k=sparrow_k,
-        max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype, lam=lam, top_n=top_n,
-        relevance_layer=relevance_layer, predicate=predicate, eps=eps, top_k=top_k, pst_window=pst_window, protect=protect,
-        scorer=scorer, attention_heads=attention_heads, probe=probe, engine=engine, fast_max_len=fast_max_len, fast_gemv=fast_gemv, fast_compile=fast_compile,
-        draft_vocab=draft_vocab,
-        tree_total=tree_total, tree_depth=tree_depth, tree_top_k=tree_top_k, device_rounds=device_rounds, loose_device=loose_device, share_video=share_video, warmup=warmup, judge=judge, judge_base_url=judge_base_url, judge_model=judge_model,
-        progress=not no_progress,
+        draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen),
+        sparrow_k=sparrow_k, max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype,
+        decode=decode or DecodeConfig(), share_video=share_video, warmup=warmup, judge=judge,
+        judge_base_url=judge_base_url, judge_model=judge_model, progress=not no_progress,
     )
     summary = run_eval(cfg)
     print(markdown_table(summary["methods"]))
@@ -219,11 +168,19 @@ def demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, data_
                     train=train, progress=not no_progress, paper_rule=paper_rule)
 
 
+def _takes_decode(fn: Callable[..., int]) -> bool:
+    import inspect
+
+    return "decode" in inspect.signature(fn).parameters
+
+
 def _bare_bools(fn: Callable[..., int], argv: list[str]) -> list[str]:
     """``--judge`` alone means ``--judge=true`` for the function's bool options (jsonargparse wants a value)."""
     import inspect
 
     flags = {f"--{n}" for n, p in inspect.signature(fn).parameters.items() if p.annotation in (bool, "bool")}
+    if _takes_decode(fn):
+        flags |= {f"--{f.name}" for f in dataclasses.fields(DecodeConfig) if f.type in (bool, "bool")}
     out = []
     for i, tok in enumerate(argv):
         nxt = argv[i + 1] if i + 1 < len(argv) else None
@@ -241,7 +198,7 @@ def _parse_and_call(fn: Callable[..., int], prog: str, argv: list[str], position
                             default_env=False)
     # A recipe (configs/eval/*.yaml) gives the same options; flags after it override it.
     parser.add_argument("--config", action=ActionConfigFile, help="a YAML file with these options")
-    parser.add_function_arguments(fn, as_positional=bool(positional))
+    _add_arguments(parser, fn, as_positional=bool(positional))
     try:
         cfg = parser.parse_args(_bare_bools(fn, normalize_flags(argv)))
     except VidspecError:
@@ -251,7 +208,20 @@ def _parse_and_call(fn: Callable[..., int], prog: str, argv: list[str], position
         if isinstance(cause, VidspecError):
             raise cause from None
         raise ConfigError(one_line(str(e))) from None
-    return fn(**{k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"})
+    options = {k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"}
+    if _takes_decode(fn):
+        decode, options = DecodeConfig.split(options)
+        options["decode"] = decode
+    return fn(**options)
+
+
+def _add_arguments(parser, fn: Callable[..., int], as_positional: bool = False) -> None:
+    """``fn``'s parameters as options; a ``decode`` parameter contributes the DecodeConfig fields, flat."""
+    if _takes_decode(fn):
+        parser.add_function_arguments(fn, as_positional=as_positional, skip={"decode"})
+        parser.add_class_arguments(DecodeConfig, nested_key=None, instantiate=False)
+    else:
+        parser.add_function_arguments(fn, as_positional=as_positional)
 
 
 def eval_parser():
@@ -260,7 +230,7 @@ def eval_parser():
 
     parser = ArgumentParser(prog="vidspec eval", exit_on_error=False, default_env=False)
     parser.add_argument("--config", action=ActionConfigFile)
-    parser.add_function_arguments(evaluate)
+    _add_arguments(parser, evaluate)
     return parser
 
 

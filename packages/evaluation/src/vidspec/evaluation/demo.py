@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vidspec.decoding.config import DecodeConfig
 from vidspec.decoding.errors import ConfigError, VidspecError
 
 #: Where committed releases live, and the recipes that retrain them (``--train``).
@@ -146,9 +147,9 @@ def _sparrow_fits(sparrow: str, target: str) -> bool:
 
 def available_methods(choice: ModelChoice) -> tuple[str, ...]:
     """The methods the chosen models can run (tree methods included: the demo shows every method)."""
-    from vidspec.decoding.methods import DRAFT_VLM_METHODS, METHODS
+    from vidspec.decoding.methods import METHODS
 
-    return tuple(m for m in METHODS if choice.draft is not None or m not in DRAFT_VLM_METHODS)
+    return tuple(m for m, spec in METHODS.items() if choice.draft is not None or spec.drafter != "vlm")
 
 
 #: Seed of the SynthVid videos the demo and eval-ci evaluate on. Video i of a dataset is the scene
@@ -266,7 +267,7 @@ def run_demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, d
                                       "target gives the draft's token p >= 0.3); --paper_rule for LVSpec's own"))
     cfg = EvalConfig(benchmark="synthvid_captions", data=str(data), out=str(out_dir / "eval"), limit=limit,
                      target=choice.target, draft=choice.draft, sparrow=choice.sparrow, methods=methods,
-                     max_new_tokens=max_new_tokens, progress=progress, **loose)
+                     max_new_tokens=max_new_tokens, progress=progress, decode=DecodeConfig(**loose))
     summary = run_eval(cfg)
     report = write_report(out_dir)
     print()

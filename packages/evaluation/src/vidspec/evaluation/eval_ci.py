@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.methods import LOSSLESS_METHODS
+from vidspec.decoding.methods import method_names
 from vidspec.evaluation.demo import HELDOUT_SEED
 
 DEFAULT_BASELINE = "benchmarks/baselines/eval-ci.json"
@@ -41,7 +41,7 @@ CI_VIDEOS = 6
 CI_SEED = HELDOUT_SEED  # never the training seed: the videos must be held out
 CI_MAX_NEW_TOKENS = 40  # long enough for a whole SynthVid caption, so the fact judge has claims to score
 #: Methods that must reproduce AR token for token.
-STRICT = tuple(m for m in LOSSLESS_METHODS if m != "ar")
+STRICT = tuple(m for m in method_names(lossless=True) if m != "ar")
 #: [choice] Methods eval-ci does not run (none: the tree methods joined the baseline in session 4, so
 #: their τ and token identity are gated like the chain methods'). Leaving one out of a baseline that
 #: has it would fail the gate; adding one means an ``--update-baseline`` with a reason.

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.methods import LOSSLESS_METHODS as STRICT_METHODS
-from vidspec.decoding.methods import METHODS
+from vidspec.decoding.methods import METHODS, method_names
 from vidspec.evaluation.records import CONVENTIONS, MethodSummary, iter_runs, read_jsonl, run_file, summarize
 
 
@@ -73,7 +72,7 @@ def markdown_table(methods: dict[str, MethodSummary]) -> str:
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for m, s in methods.items():
         lines.append("| " + " | ".join([
-            m + (" (strict)" if m in STRICT_METHODS else ""),
+            m + (" (strict)" if m in method_names(lossless=True) else ""),
             str(s["n_samples"]),
             f"{s['tau']:.2f}",
             _f(s["dsr"], suffix="x"),
@@ -98,7 +97,7 @@ def _run_header(run: RunData) -> str:
     parts = [
         f"- run: `{run.path}`",
         f"- target `{cfg.get('target')}`, draft `{models.get('draft', cfg.get('draft'))}`, Sparrow "
-        f"`{models.get('sparrow', cfg.get('sparrow'))}`; K = {cfg.get('k') or 'method default'}; "
+        f"`{models.get('sparrow', cfg.get('sparrow'))}`; K = {(cfg.get('decode') or cfg).get('k') or 'method default'}; "
         f"max new tokens {cfg.get('max_new_tokens') or 'task default'}",
         f"- {len({r['sample_id'] for r in run.records})} samples; measured on {where} "
         f"({machine.get('cpus_usable', '?')} usable cores, torch {machine.get('torch', '?')}), "

@@ -35,22 +35,14 @@ from typing import Any
 
 import torch
 
-from vidspec.decoding.commands import relevance_options
+from vidspec.decoding.config import DecodeConfig
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import (
-    DEFAULT_FAST_MAX_LEN,
-    DEFAULT_TREE,
-    DRAFT_VLM_METHODS,
-    GEMV_MODES,
     METHODS,
-    SPARROW_METHODS,
-    TREE_METHODS,
     as_fast,
     build_decoder,
-    check_engine,
-    check_gemv,
-    check_tree,
     default_draft,
+    get_method,
     tree_fast_options,
 )
 from vidspec.decoding.types import GenerationResult, Request
@@ -73,19 +65,17 @@ log = logging.getLogger(__name__)
 #: demos without a trained release: lossless, so still token-identical to AR, but τ near 1).
 RANDOM_SPARROW = "random"
 
-#: Methods whose verifier scores relevance (``--scorer``).
-LVSPEC_METHODS = ("lvspec", "lvspec-pst", "sparrow-lvspec-pst")
-
 #: Config fields that may change between a run and its resumption; any other change would mix
 #: incomparable records in one folder, so it is refused.
 RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", "judge", "judge_base_url",
                                "judge_model", "fast_max_len"})
 #: Values of config fields added after runs were recorded without them (resuming such a run is allowed
-#: when the new value is this default).
+#: when the new value is this default). Decode fields are compared flat (a run folder written before
+#: the config nested them under ``decode`` holds them at the top level).
 ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attention_heads": "mean", "probe": None,
                                   "draft_vocab": None, "eps": 0.01, "top_k": 5,
-                                  "tree_total": DEFAULT_TREE["total_tokens"], "tree_depth": DEFAULT_TREE["depth"],
-                                  "tree_top_k": DEFAULT_TREE["top_k"], "device_rounds": True, "loose_device": False,
+                                  "tree_total": DecodeConfig.tree_total, "tree_depth": DecodeConfig.tree_depth,
+                                  "tree_top_k": DecodeConfig.tree_top_k, "device_rounds": True, "loose_device": False,
                                   "sparrow_k": None, "fast_gemv": "off", "fast_compile": True, "share_video": False}
 
 
@@ -106,43 +96,15 @@ class EvalConfig:
             random-weight draft built in process (tests, CI).
         allow_target_mismatch: use a Sparrow draft distilled from another target.
         methods: methods to compare; AR always runs as the baseline.
-        k: draft tokens per round (default: each method's own, 4; 15 for fly; not used by ar and the tree
-            methods).
         sparrow_k: draft tokens per round of the Sparrow chain methods (sparrow, sparrow-lvspec-pst),
             overriding ``k`` for them (the best K depends on the draft's cost against the target's).
         max_new_tokens: generation budget per sample (default: the task's).
         frames: frames sampled per video (default: the task's).
         device: cpu, cuda, cuda:1, ...
         dtype: float32, bfloat16 or float16 (default: bf16 on CUDA, fp32 on CPU).
-        lam: LVSpec relaxation ratio λ.
-        top_n: LVSpec visual tokens averaged in the relevance score.
-        relevance_layer: hidden-state layer for relevance (default: the middle layer).
-        predicate: LVSpec loose acceptance predicate: always, topk or prob.
-        eps: ε of the "prob" predicate.
-        top_k: k of the "topk" predicate.
-        pst_window: PST window.
-        protect: keep negations, numbers and comparatives strict under loose verification.
-        scorer: LVSpec relevance scorer: cosine, attention (eager engine only), probe or random.
-        attention_heads: scorer "attention": mean or max of the per-head masses.
-        probe: scorer "probe": safetensors file written by ProbeScorer.save.
-        engine: eager (the Hugging Face modules as loaded) or fast (FastTarget: static KV cache, CUDA
-            graphs on CUDA; one FastTarget per loaded model, shared by every method's decoder).
-        fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
-        fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or all
-            (verify steps of up to 16 tokens too, split-K). Recorded; resuming refuses another.
-        fast_compile: fast engine on CUDA: fuse each step's elementwise work with ``torch.compile``
-            (one compilation per step length, paid by each process before its first record). False:
-            the same CUDA graphs over the uncompiled pieces, a slower step but no compilation, for
-            runs that measure acceptance (τ) rather than time. Recorded; resuming refuses another.
-        draft_vocab: Sparrow methods: draft only the release's N most frequent tokens.
-        tree_total: tree methods (tree-sd, tree-sparrow): draft nodes kept per tree.
-        tree_depth: tree methods: tree depth (draft passes per round).
-        tree_top_k: tree methods: children per expanded node and frontier width.
-        device_rounds: fast engine, greedy: draft and verify launched back to back with one host
-            synchronisation per round (False: the host-driven rounds, for A/B runs; same tokens).
-        loose_device: fast engine, greedy, relevance-blind loose methods: the round's decision computed
-            inside the verify step (``LVSpecConfig.device_walk``; same rule, on by default); False walks
-            the draft on the host, for A/B runs.
+        decode: how every method decodes (K, LVSpec's knobs, the relevance scorer, the tree shape, the
+            engine and its options); recorded under ``decode`` in ``config.json``. Resuming refuses a
+            change of any of its fields but ``fast_max_len``.
         share_video: read each sample's video once and hand that clip to every method, each record
             counting that one read's seconds (the read does not depend on the method, so ESR stays
             comparable). For long videos, where a read takes seconds and every method would repeat it.
@@ -165,34 +127,13 @@ class EvalConfig:
     draft: str | None = None
     sparrow: str | None = None
     allow_target_mismatch: bool = False
-    methods: tuple[str, ...] = METHODS
-    k: int | None = None
+    methods: tuple[str, ...] = tuple(METHODS)
     sparrow_k: int | None = None
     max_new_tokens: int | None = None
     frames: int | None = None
     device: str = "cpu"
     dtype: str | None = None
-    lam: float = 0.7
-    top_n: int = 10
-    relevance_layer: int | None = None
-    predicate: str = "always"
-    eps: float = 0.01
-    top_k: int = 5
-    pst_window: int = 3
-    protect: bool = True
-    scorer: str = "cosine"
-    attention_heads: str = "mean"
-    probe: str | None = None
-    engine: str = "eager"
-    fast_max_len: int = DEFAULT_FAST_MAX_LEN
-    fast_gemv: str = "off"
-    fast_compile: bool = True
-    draft_vocab: int | None = None
-    tree_total: int = DEFAULT_TREE["total_tokens"]
-    tree_depth: int = DEFAULT_TREE["depth"]
-    tree_top_k: int = DEFAULT_TREE["top_k"]
-    device_rounds: bool = True
-    loose_device: bool = True
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
     share_video: bool = False
     warmup: bool = True
     judge: bool = False
@@ -209,45 +150,61 @@ class EvalConfig:
         # AR is the baseline of every comparison, so it always runs, and first.
         methods = ("ar", *dict.fromkeys(m for m in methods if m != "ar"))
         object.__setattr__(self, "methods", methods)
+        if isinstance(self.decode, dict):  # from a config.json or a recipe
+            object.__setattr__(self, "decode", DecodeConfig(**self.decode))
+        decode = self.decode
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"--limit must be >= 1, got {self.limit}")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise ConfigError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
         if self.frames is not None and self.frames < 1:
             raise ConfigError(f"--frames must be >= 1, got {self.frames}")
-        if self.k is not None and self.k < 1:
-            raise ConfigError(f"--k must be >= 1, got {self.k}")
         if self.sparrow_k is not None and self.sparrow_k < 1:
             raise ConfigError(f"--sparrow-k must be >= 1, got {self.sparrow_k}")
-        check_engine(self.engine)
-        relevance_options(self.scorer, self.attention_heads, self.probe)
-        if self.engine == "fast" and self.scorer == "attention" and any(m in LVSPEC_METHODS for m in methods):
+        specs = [get_method(m) for m in methods]
+        if decode.engine == "fast" and decode.scorer == "attention" and any(s.uses_relevance for s in specs):
             # Checked before config.json is written (the fast engine's decoder build would refuse it later).
             raise ConfigError("--scorer attention needs --engine eager: the fast engine does not compute "
                               "attention (attn_to_visual)")
-        if self.fast_max_len < 1:
-            raise ConfigError(f"--fast-max-len must be >= 1, got {self.fast_max_len}")
-        check_gemv(self.fast_gemv, self.engine, self.device)
-        check_tree(self.tree)
-        if any(m in SPARROW_METHODS for m in methods) and not self.sparrow:
-            raise ConfigError(f"methods {', '.join(m for m in methods if m in SPARROW_METHODS)} need --sparrow DIR "
+        decode.check_device(self.device)
+        needs_sparrow = [s.name for s in specs if s.drafter == "sparrow"]
+        if needs_sparrow and not self.sparrow:
+            raise ConfigError(f"methods {', '.join(needs_sparrow)} need --sparrow DIR "
                               f"(a Sparrow draft release, or '{RANDOM_SPARROW}' for an untrained one)")
-        if self.draft_vocab is not None:
+        if decode.draft_vocab is not None:
             if self.sparrow == RANDOM_SPARROW or not self.sparrow:
                 raise ConfigError("--draft-vocab needs --sparrow DIR, a release with a draft_vocab.json")
             from vidspec.decoding.sparrow import load_draft_vocab
 
-            load_draft_vocab(self.sparrow, self.draft_vocab)  # the file exists and reads, before any model loads
+            load_draft_vocab(self.sparrow, decode.draft_vocab)  # the file exists and reads, before any model loads
 
-    @property
-    def tree(self) -> dict[str, int]:
-        """The tree methods' shape, as ``build_decoder(tree=...)`` takes it."""
-        return {"total_tokens": self.tree_total, "depth": self.tree_depth, "top_k": self.tree_top_k}
+    @classmethod
+    def from_flags(cls, **options: Any) -> EvalConfig:
+        """An EvalConfig from flat options: the :class:`DecodeConfig` fields among them go to ``decode``.
+
+        A ``decode`` given too (a dict or a DecodeConfig, e.g. from :meth:`to_dict`) is the base the flat
+        decode fields replace, so ``EvalConfig.from_flags(**{**cfg.to_dict(), "lam": 0.5})`` changes one knob.
+        """
+        base = options.pop("decode", None) or {}
+        base = base.to_dict() if isinstance(base, DecodeConfig) else dict(base)
+        flat = {k: options.pop(k) for k in list(options) if k in DecodeConfig.field_names()}
+        return cls(**options, decode=DecodeConfig(**{**base, **flat}))
 
     def to_dict(self) -> dict[str, Any]:
+        """The config as written to ``config.json``: flat run fields, the decode fields under ``decode``."""
         d = dataclasses.asdict(self)
         d["methods"] = list(self.methods)
         return d
+
+    def flat(self) -> dict[str, Any]:
+        """:meth:`to_dict` with the decode fields at the top level (how resumption compares configs)."""
+        return _flatten(self.to_dict())
+
+
+def _flatten(d: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in d.items() if k != "decode"}
+    out.update(d.get("decode") or {})
+    return out
 
 
 @dataclass
@@ -272,16 +229,17 @@ def load_models(config: EvalConfig, frames: int) -> EvalModels:
     from vidspec.decoding.models import load_target
 
     common = dict(device=config.device, dtype=config.dtype, max_frames=frames)
-    target = load_target(config.target, relevance_layer=config.relevance_layer, **common)
+    target = load_target(config.target, relevance_layer=config.decode.relevance_layer, **common)
     models = EvalModels(target=target, notes={"target": config.target})
-    if any(m in DRAFT_VLM_METHODS for m in config.methods):
+    drafters = {get_method(m).drafter for m in config.methods}
+    if "vlm" in drafters:
         name = config.draft or default_draft(getattr(target, "name", config.target))
         if name is None:
             raise ConfigError(f"methods {', '.join(config.methods[1:])} need --draft (a smaller model of the "
                               f"same family as {config.target})")
         models.draft = load_target(name, **common)
         models.notes["draft"] = name
-    if any(m in SPARROW_METHODS for m in config.methods):
+    if "sparrow" in drafters:
         from vidspec.decoding.sparrow import SparrowDraftModel, new_sparrow_for
 
         if config.sparrow == RANDOM_SPARROW:
@@ -295,14 +253,11 @@ def load_models(config: EvalConfig, frames: int) -> EvalModels:
 
 
 def fast_options_of(config: EvalConfig) -> dict[str, Any] | None:
-    """The FastTarget options of ``config`` (None on the eager engine)."""
-    if config.engine != "fast":
-        return None
-    options: dict[str, Any] = {"max_len": config.fast_max_len, "gemv": GEMV_MODES[config.fast_gemv]}
-    if not config.fast_compile:  # else FastTarget's default: compile on CUDA when Triton is there
-        options["compile"] = False
-    if any(m in TREE_METHODS for m in config.methods):  # the shared target must hold the verify tree
-        options = tree_fast_options(options, config.tree_total)
+    """The FastTarget options of ``config`` (None on the eager engine); the shared target holds the verify
+    tree of any tree method in the run."""
+    options = config.decode.fast_options()
+    if options is not None and any(get_method(m).is_tree for m in config.methods):
+        options = tree_fast_options(options, config.decode.tree_total)
     return options
 
 
@@ -314,10 +269,6 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
     time, and each prefill starts the wrapper's cache afresh. The target and the draft VLM always
     get separate wrappers, even when they are one module.
     """
-    loose = dict(lam=config.lam, top_n=config.top_n, predicate=config.predicate, eps=config.eps, top_k=config.top_k,
-                 pst_window=config.pst_window,
-                 protect=config.protect, **relevance_options(config.scorer, config.attention_heads, config.probe),
-                 device_walk=config.loose_device)
     target, draft_vlm = models.target, models.draft
     fast_options = fast_options_of(config)
     if fast_options is not None:
@@ -328,13 +279,16 @@ def build_decoders(config: EvalConfig, models: EvalModels) -> dict:
             draft_vlm = as_fast(draft_vlm, fast_options)  # an eager adapter always gets a new wrapper
     out = {}
     for m in config.methods:
-        sparrow = m in SPARROW_METHODS
-        k = config.sparrow_k if sparrow and config.sparrow_k else config.k
-        out[m] = build_decoder(m, target=target, draft=models.sparrow if sparrow else draft_vlm,
-                               k=None if m == "ar" or m in TREE_METHODS else k, device=config.device,
-                               loose=loose, allow_target_mismatch=config.allow_target_mismatch, engine=config.engine,
-                               draft_vocab=config.draft_vocab if sparrow else None, tree=config.tree,
-                               device_rounds=config.device_rounds, fast_options=fast_options)
+        spec = get_method(m)
+        sparrow = spec.drafter == "sparrow"
+        decode = config.decode
+        if sparrow and config.sparrow_k:
+            decode = decode.replace(k=config.sparrow_k)
+        if not sparrow:
+            decode = decode.replace(draft_vocab=None)
+        out[m] = build_decoder(m, target=target, draft=models.sparrow if sparrow else draft_vlm, config=decode,
+                               device=config.device, allow_target_mismatch=config.allow_target_mismatch,
+                               fast_options=fast_options)
     return out
 
 
@@ -514,7 +468,7 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
     """
     steps = result.steps
     by_position = result.acceptance_by_position()
-    if method in TREE_METHODS:
+    if get_method(method).is_tree:
         by_position = by_position[:k]
     rec = SampleRecord(
         schema=SCHEMA_VERSION,
@@ -627,8 +581,8 @@ def _check_resume(out: Path, config: EvalConfig) -> None:
     path = out / "config.json"
     if not path.exists():
         return
-    old = {**ADDED_DEFAULTS, **json.loads(path.read_text())}
-    new = config.to_dict()
+    old = {**ADDED_DEFAULTS, **_flatten(json.loads(path.read_text()))}
+    new = config.flat()
     diff = sorted(k for k in set(old) | set(new) if k not in RESUMABLE_CHANGES and old.get(k) != new.get(k))
     if diff:
         shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in diff[:4])

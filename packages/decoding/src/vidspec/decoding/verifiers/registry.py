@@ -1,8 +1,8 @@
-"""Map a ``--method`` name and its options to a verifier, plus the random-relaxation control.
+"""Build a verifier by name from flat options, plus the random-relaxation control.
 
-Methods:
+Verifier names (a decoding method names its verifier in :class:`vidspec.decoding.methods.MethodSpec`):
 
-- ``sd`` / ``strict``: :class:`StrictVerifier` (lossless); no options.
+- ``strict`` (alias ``sd``): :class:`StrictVerifier` (lossless); no options.
 - ``lvspec``: :class:`LVSpecVerifier` without PST. Options: :class:`LVSpecConfig` fields (but
   ``pst``), :class:`RelevanceOptions`, :class:`ProtectOptions`.
 - ``lvspec-pst``: the same with PST on.
@@ -21,8 +21,9 @@ Usage::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Literal
 
 import torch
@@ -49,9 +50,6 @@ from vidspec.decoding.verifiers.relevance import (
     RelevanceScorer,
 )
 from vidspec.decoding.verifiers.strict import StrictVerifier
-
-#: Names accepted by :func:`build_verifier`.
-METHODS: tuple[str, ...] = ("sd", "strict", "lvspec", "lvspec-pst", "fly", "random")
 
 
 @dataclass(frozen=True)
@@ -196,6 +194,43 @@ def _take(cls: type, options: dict[str, Any], exclude: frozenset[str] = frozense
     return cls(**{k: options.pop(k) for k in list(options) if k in names})
 
 
+def _strict(opts: dict[str, Any], tokenizer: Any, protected_ids: Iterable[int] | None) -> Verifier:
+    return StrictVerifier()
+
+
+def _lvspec(pst: bool) -> Callable[[dict[str, Any], Any, Iterable[int] | None], Verifier]:
+    def build(opts: dict[str, Any], tokenizer: Any, protected_ids: Iterable[int] | None) -> Verifier:
+        if "pst" in opts:
+            raise ConfigError("choose PST by the verifier name (lvspec or lvspec-pst), not pst=")
+        config = dataclasses.replace(_take(LVSpecConfig, opts, exclude=frozenset({"pst"})), pst=pst)
+        scorer = _take(RelevanceOptions, opts).build()
+        protect = _take(ProtectOptions, opts)
+        return LVSpecVerifier(config, scorer, protect.ids(tokenizer, protected_ids))
+
+    return build
+
+
+def _fly(opts: dict[str, Any], tokenizer: Any, protected_ids: Iterable[int] | None) -> Verifier:
+    return FLyVerifier(_take(FLyConfig, opts))
+
+
+def _random(opts: dict[str, Any], tokenizer: Any, protected_ids: Iterable[int] | None) -> Verifier:
+    config = _take(RandomRelaxationConfig, opts)
+    protect = _take(ProtectOptions, opts)
+    return RandomRelaxationVerifier(config, protect.ids(tokenizer, protected_ids))
+
+
+#: Verifier factories by name: each takes the options it knows out of the dict it gets.
+VERIFIERS: Mapping[str, Callable[[dict[str, Any], Any, Iterable[int] | None], Verifier]] = MappingProxyType({
+    "strict": _strict,
+    "sd": _strict,
+    "lvspec": _lvspec(pst=False),
+    "lvspec-pst": _lvspec(pst=True),
+    "fly": _fly,
+    "random": _random,
+})
+
+
 def build_verifier(
     method: str,
     *,
@@ -203,43 +238,27 @@ def build_verifier(
     protected_ids: Iterable[int] | None = None,
     **options: Any,
 ) -> Verifier:
-    """Build the verifier of a ``--method``.
+    """Build a verifier by name.
 
     Args:
-        method: one of :data:`METHODS`.
+        method: a name in :data:`VERIFIERS`.
         tokenizer: the target's tokenizer, for protected tokens (lvspec*, random).
         protected_ids: explicit protected ids (overrides ``tokenizer``).
-        **options: fields of the method's option dataclasses (see the module docstring);
+        **options: fields of the verifier's option dataclasses (see the module docstring);
             ``None`` values mean the default.
 
     Returns:
         The verifier.
 
     Raises:
-        ConfigError: unknown method, unknown or invalid option.
+        ConfigError: unknown verifier, unknown or invalid option.
     """
+    if method not in VERIFIERS:
+        raise ConfigError(f"unknown verification method {method!r}; choose one of {', '.join(VERIFIERS)}")
     opts = {k: v for k, v in options.items() if v is not None}
     if isinstance(opts.get("protected_words"), list):
         opts["protected_words"] = tuple(opts["protected_words"])
-    verifier: Verifier
-    if method in ("sd", "strict"):
-        verifier = StrictVerifier()
-    elif method in ("lvspec", "lvspec-pst"):
-        if "pst" in opts:
-            raise ConfigError("choose PST by the method name (lvspec or lvspec-pst), not pst=")
-        config = _take(LVSpecConfig, opts, exclude=frozenset({"pst"}))
-        config = dataclasses.replace(config, pst=method == "lvspec-pst")
-        scorer = _take(RelevanceOptions, opts).build()
-        protect = _take(ProtectOptions, opts)
-        verifier = LVSpecVerifier(config, scorer, protect.ids(tokenizer, protected_ids))
-    elif method == "fly":
-        verifier = FLyVerifier(_take(FLyConfig, opts))
-    elif method == "random":
-        config_r = _take(RandomRelaxationConfig, opts)
-        protect = _take(ProtectOptions, opts)
-        verifier = RandomRelaxationVerifier(config_r, protect.ids(tokenizer, protected_ids))
-    else:
-        raise ConfigError(f"unknown verification method {method!r}; choose one of {', '.join(METHODS)}")
+    verifier = VERIFIERS[method](opts, tokenizer, protected_ids)
     if opts:
         raise ConfigError(f"method {method!r} does not take option(s): {', '.join(sorted(opts))}")
     return verifier
