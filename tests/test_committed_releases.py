@@ -1,8 +1,9 @@
 """The committed releases (data/releases/): the set is found as a whole by the demo's discovery, its models are of
 the family its manifests name, its Sparrow draft belongs to its target, its weights are finite, and the strict
 speculative paths with its drafts write the target's own greedy tokens on a fresh SynthVid clip. One set per family:
-LLaVA-OneVision's in data/releases/ (the demo's default), Qwen2.5-VL's in data/releases/qwen2.5-vl/ (session 35,
-docs/RESULTS.md 41; `vidspec demo --releases data/releases/qwen2.5-vl`)."""
+LLaVA-OneVision's in data/releases/ (the demo's default), Qwen2.5-VL's in data/releases/qwen2.5-vl/
+(`vidspec demo --releases data/releases/qwen2.5-vl`). These float32 checks are what the project's lossless claim
+rests on (docs/results.md, section 1)."""
 
 from __future__ import annotations
 

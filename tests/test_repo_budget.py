@@ -1,79 +1,68 @@
-"""The repository's size limits, checked before they break something far away.
+"""What the tracked tree must stay: small, self-contained and free of the machine it was written on.
 
-- Issue 4 caps the committed releases (data/releases/) at about 30 MB of safetensors weights. With both families'
-  sets (session 35) the weights are 29.9 MB and all their files 30.2 MB (configs, tokenizers, cards, manifests).
-- A device call carries the tracked tree and the wheels (`.gpu/README.md`: `.whl-x`, 22.5 MB since session 28
-  strips PyAV's libraries; 27.7 MB before) in at most 64 MiB. A tree past ~43.6 MB stops every GPU call
-  (docs/RESULTS.md 26.7), which a session only learns when its first call is refused. Archived plots are stored as
-  256-colour PNGs (session 28: 4.5 -> 1.6 MB). Since session 35 the tree holds two release sets and is over that
-  limit; `.gpu/thin.sh` leaves the sets a call does not read (the Qwen2.5-VL one by default) out of its carry, so the
-  check is on the tree without them.
+- The committed release weights (``data/releases/``) are limited to about 30 MB, so that a clone stays quick and a
+  CPU machine still gets trained models without training.
+- The tree is a product, not an archive of runs: a few hundred tracked files, no symlinks (they break on the
+  machines and archives the tree is copied to), no absolute paths of the machine a file was written on, and no
+  pointers to run numbers, issue numbers or documents outside the repository.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-RELEASES_MB = 30.0  # safetensors weights
-RELEASE_FILES_MB = 30.5  # every file of the sets
-THIN = "data/releases/qwen2.5-vl/"  # .gpu/thin.sh's default: left out of device calls that do not read it
-CARRY_MB = 64 * 2**20 / 1e6  # 67.1
-WHEELS_MB = 22.5  # .whl-x as built by .gpu/wheels.sh (session 28: 19.9 MB av.txz, stripped, + 2.6 MB p.txz)
-TREE_MB = CARRY_MB - WHEELS_MB - 1.0  # 1 MB of room for .gitsha and rounding
+RELEASE_WEIGHTS_MB = 30.0  # safetensors under data/releases/
+MAX_TRACKED_FILES = 400
+#: absolute paths of a particular machine: a workspace, a home folder or a temporary folder
+MACHINE_PATH = re.compile(r"(?<![\w.~$-])/(?:work|root|home|tmp)/")
+#: words that point at the project's history or outside the tree instead of stating what and why
+HISTORY_WORDS = r"[Ss]ession [0-9]|[Ii]ssue [0-9]|\.\./shared"
 
 
-def _tracked_sizes() -> dict[str, int]:
-    out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
-    paths = [p for p in out.decode().split("\0") if p]
-    return {p: (REPO / p).stat().st_size for p in paths if (REPO / p).is_file()}
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
 
 
-def test_releases_and_tree_fit_their_budgets():
-    sizes = _tracked_sizes()
-    releases = {p: n for p, n in sizes.items() if p.startswith("data/releases/")}
-    weights = sum(n for p, n in releases.items() if p.endswith(".safetensors")) / 1e6
-    assert weights <= RELEASES_MB, f"data/releases holds {weights:.2f} MB of weights, over issue 4's ~{RELEASES_MB:.0f} MB"
-    assert sum(releases.values()) / 1e6 <= RELEASE_FILES_MB
-    carried = {p: n for p, n in sizes.items() if not p.startswith(THIN)}
-    tree = sum(carried.values()) / 1e6
-    biggest = sorted(carried, key=carried.get, reverse=True)[:5]
-    assert tree <= TREE_MB, (f"the tracked tree without {THIN} (.gpu/thin.sh) is {tree:.1f} MB; with the {WHEELS_MB} MB "
-                             f"of wheels a device call would carry over 64 MiB. Largest files: {biggest}")
-    # a call that reads the Qwen2.5-VL set instead carries it and leaves the LLaVA-OV one (THIN=...) behind
-    llava = sum(n for p, n in carried.items() if p.startswith("data/releases/")) / 1e6
-    thin_set = sum(n for p, n in sizes.items() if p.startswith(THIN)) / 1e6
-    assert tree - llava + thin_set <= TREE_MB
+def _tracked() -> list[str]:
+    return [p for p in _git("ls-files", "-z").split("\0") if p]
 
 
-def test_thin_leaves_a_set_out_and_restores_it(tmp_path):
-    """`.gpu/thin.sh` untracks and ignores a release set (so a device call leaves it behind) and restores it as it
-    was; it refuses to run over staged changes, which a commit would mix with the set's removal."""
-    import shutil
+def test_release_weights_fit_their_budget():
+    weights = [p for p in _tracked() if p.startswith("data/releases/") and p.endswith(".safetensors")]
+    assert weights, "no committed release weights found"
+    mb = sum((REPO / p).stat().st_size for p in weights) / 1e6
+    assert mb <= RELEASE_WEIGHTS_MB, f"data/releases holds {mb:.2f} MB of weights, over the ~{RELEASE_WEIGHTS_MB:.0f} MB budget"
 
-    def git(*args):
-        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
 
-    git("init", "-q")
-    git("config", "user.email", "t@example.com")
-    git("config", "user.name", "t")
-    (tmp_path / ".gpu").mkdir()
-    shutil.copy(REPO / ".gpu" / "thin.sh", tmp_path / ".gpu" / "thin.sh")
-    (tmp_path / THIN).mkdir(parents=True)
-    (tmp_path / THIN / "model.safetensors").write_bytes(b"w" * 10)
-    (tmp_path / "keep.txt").write_text("k")
-    git("add", ".")
-    git("commit", "-q", "-m", "c")
-    run = subprocess.run(["bash", ".gpu/thin.sh"], cwd=tmp_path, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    assert not any(p.startswith(THIN) for p in git("ls-files").split())
-    assert git("status", "--porcelain", "--untracked-files=all").split() == ["D", THIN + "model.safetensors"]
-    assert (tmp_path / THIN / "model.safetensors").read_bytes() == b"w" * 10  # still on disk
-    run = subprocess.run(["bash", ".gpu/thin.sh", "--restore"], cwd=tmp_path, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
-    assert git("status", "--porcelain", "--untracked-files=all") == ""
-    (tmp_path / "keep.txt").write_text("changed")
-    git("add", "keep.txt")
-    run = subprocess.run(["bash", ".gpu/thin.sh"], cwd=tmp_path, capture_output=True, text=True)
-    assert run.returncode == 2 and "staged changes" in run.stderr
+def test_tracked_file_count_stays_small():
+    n = len(_tracked())
+    assert n < MAX_TRACKED_FILES, f"{n} tracked files (budget {MAX_TRACKED_FILES}): keep only what the product needs"
+
+
+def test_no_symlinks_are_tracked():
+    links = [line.split("\t", 1)[1] for line in _git("ls-files", "-s").splitlines() if line.startswith("120000 ")]
+    assert not links, f"tracked symlinks: {links}"
+
+
+def test_no_tracked_file_holds_a_machine_path():
+    hits = []
+    for p in _tracked():
+        path = REPO / p
+        if not path.is_file() or path.stat().st_size > 2_000_000:
+            continue
+        data = path.read_bytes()
+        if b"\0" in data[:8192]:  # binary (weights, images, gzip)
+            continue
+        for i, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if MACHINE_PATH.search(line):
+                hits.append(f"{p}:{i}: {line.strip()[:120]}")
+    assert not hits, "absolute machine paths in tracked files:\n" + "\n".join(hits[:40])
+
+
+def test_no_history_words_in_the_tree():
+    out = subprocess.run(["git", "grep", "-nIE", HISTORY_WORDS], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode in (0, 1), out.stderr
+    assert out.stdout == "", "run/issue numbers or pointers outside the tree:\n" + out.stdout[:4000]
