@@ -1,7 +1,7 @@
 """Train -> export -> decode, across packages: SynthVid data, the CPU recipe, a release, `vidspec generate`.
 
 A few training steps only: this proves the path (data on disk, recipe, checkpoint, export format,
-loading by decoding), not the quality of the model (benchmarks/train_testbed.py measures that).
+loading by decoding), not the quality of the model (the figures stage of ``vidspec testbed build`` measures that).
 """
 
 from __future__ import annotations
