@@ -185,7 +185,8 @@ class Training:
     def outputs(self, ctx: Context) -> tuple[Path, ...]:
         return (ctx.layout.release(self.release) / "manifest.json",)
 
-    def run(self, ctx: Context) -> None:
+    def fit_args(self, ctx: Context) -> list[str]:
+        """The ``vidspec train fit`` arguments of this stage (without the resume flag)."""
         run, s = ctx.layout.run(self.name), self.stage
         data = ctx.layout.data
         args = ["train", "fit", "--config", s.recipe, *ctx.recipe.train_args,
@@ -199,13 +200,16 @@ class Training:
             args += ["--trainer.max_time", s.max_time]
         if s.batch_size is not None:
             args += ["--data.batch_size", str(s.batch_size)]
-        args += [*self.wiring, *s.args]
+        return args + [*self.wiring, *s.args]
+
+    def run(self, ctx: Context) -> None:
+        run, args = ctx.layout.run(self.name), self.fit_args(ctx)
         if (run / "checkpoints" / "last.ckpt").is_file():
             log.info("   resuming %s from its last checkpoint", self.name)
             args += ["--ckpt_path", "last"]  # found through the checkpoint callback's folder
         ctx.call(*args)
         ctx.call("export", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--out",
-                 str(ctx.layout.release(self.release)), "--overwrite", "true", "--dtype", s.export_dtype)
+                 str(ctx.layout.release(self.release)), "--overwrite", "true", "--dtype", self.stage.export_dtype)
 
 
 @dataclass(frozen=True)
