@@ -119,11 +119,11 @@ def main() -> None:
     from safetensors import safe_open
 
     from vidspec.decoding.drafters import ModelDrafter
-    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.loops.chain import SpeculativeDecoder
     from vidspec.decoding.methods import build_decoder
     from vidspec.decoding.models import load_target
     from vidspec.decoding.types import Request
-    from vidspec.decoding.verifiers.registry import build_verifier
+    from vidspec.decoding.verifiers.factory import build_verifier
     from vidspec.evaluation.synthvid.judge import judge_caption
     from vidspec.evaluation.synthvid.mcq import extract_choice
     from vidspec.evaluation.synthvid.questions import mcq_prompt

@@ -170,7 +170,7 @@ class Replay:
 
 def run(args) -> dict:
     from vidspec.decoding.fast.lm import FastLM
-    from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+    from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter
 
     dev = torch.device(args.device)
     dtype = getattr(torch, args.dtype)

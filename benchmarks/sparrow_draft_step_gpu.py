@@ -154,8 +154,8 @@ class Case:
         self.tokens: tuple[int, ...] = ()
 
     def reset(self) -> None:
+        from vidspec.decoding.drafters.sparrow import _Pending
         from vidspec.decoding.models.base import crop_cache
-        from vidspec.decoding.sparrow import _Pending
 
         d = self.d
         crop_cache(d.cache, self.base)
@@ -184,7 +184,7 @@ class Case:
 
 def build_pair(family: str, shape: str, device: torch.device, dtype: torch.dtype, layers: int = 2):
     """A random target of ``shape`` and a random Sparrow draft bound to it: ``(model, BenchTarget, config, draft)``."""
-    from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel
+    from vidspec.decoding.drafters.sparrow import SparrowConfig, SparrowDraftModel
 
     model = build_target_module(family, shape, device, dtype, layers=layers)
     target = BenchTarget(model, family)
@@ -205,8 +205,8 @@ def draft_vocabulary(vocab: int, n: int | None) -> torch.Tensor | None:
 
 
 def run(args) -> dict:
-    from vidspec.decoding.fast.sparrow import FastSparrowDrafter
-    from vidspec.decoding.sparrow import SparrowDrafter
+    from vidspec.decoding.drafters.sparrow import SparrowDrafter
+    from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter
 
     dev = torch.device(args.device)
     dtype = getattr(torch, args.dtype)

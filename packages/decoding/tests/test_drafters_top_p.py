@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vidspec.decoding import drafters
+from vidspec.decoding.drafters import vlm as vlm_drafter
+from vidspec.decoding.drafters.sparrow import new_sparrow_for
 from vidspec.decoding.methods import build_decoder
-from vidspec.decoding.sparrow import new_sparrow_for
 from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers import strict
 
@@ -25,7 +25,7 @@ def draft_calls(monkeypatch):
         return tok, dist
 
     monkeypatch.setattr(strict, "draft_choice", spy)  # SparrowDrafter imports it at call time
-    monkeypatch.setattr(drafters, "draft_choice", spy)  # ModelDrafter (and FastModelDrafter's sampling path)
+    monkeypatch.setattr(vlm_drafter, "draft_choice", spy)  # ModelDrafter (and FastModelDrafter's sampling path)
     return calls
 
 

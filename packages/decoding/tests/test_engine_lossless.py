@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vidspec.decoding.drafters import ModelDrafter, NoDrafter
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.types import Request
 
 FAMILIES = ["tiny-qwen2.5-vl", "tiny-llava-ov"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vidspec.decoding.drafters import NoDrafter
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.testing import ScriptedTarget, oracle_drafter, sequence_logits
 from vidspec.decoding.types import Request
 

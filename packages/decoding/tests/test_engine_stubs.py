@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vidspec.decoding.drafters import NoDrafter
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.testing import ScriptedDrafter, ScriptedTarget, oracle_drafter, sequence_logits
 from vidspec.decoding.types import Request
 
@@ -169,7 +169,7 @@ def test_prepare_runs_in_the_prefill_before_the_first_token(first_is_eos):
 def test_loose_verifiers_see_the_targets_stop_ids():
     # The target answers "2" and ends (EOS = 1); the draft runs on past the end. λ = 1 with the
     # "always" predicate relaxes every mismatch, except one where the target (or draft) ends.
-    from vidspec.decoding.verifiers.registry import build_verifier
+    from vidspec.decoding.verifiers.factory import build_verifier
 
     script = [2, 1, 4, 5, 6, 7]
     t = target(eos=1, script=script)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from vidspec.decoding.drafters.sparrow import new_sparrow_for
 from vidspec.decoding.methods import build_decoder
-from vidspec.decoding.sparrow import new_sparrow_for
 from vidspec.decoding.types import Request
 
 NAME = "tiny-qwen2.5-vl"

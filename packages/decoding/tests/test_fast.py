@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from vidspec.decoding.drafters import ModelDrafter
-from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.testing import assert_same_rounds, device_round_runs
 from vidspec.decoding.types import Request
 
@@ -154,7 +154,7 @@ def test_cache_capacity_is_checked(tiny, clip):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_sparrow_drafter_runs_on_a_fast_target(tiny, clip, name):
     # SparrowDrafter asks its target for the prompt's position ids (M-RoPE for Qwen2.5-VL).
-    from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
+    from vidspec.decoding.drafters.sparrow import SparrowDrafter, new_sparrow_for
 
     t = tiny(name)
     req = Request("Describe the video.", clip)

@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from vidspec.decoding.config import DEFAULT_FAST_MAX_LEN
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.drafters.sparrow import SparrowDrafter, new_sparrow_for
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
-from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.methods import build_decoder, sparrow_drafter_class
-from vidspec.decoding.sparrow import SparrowDrafter, new_sparrow_for
 from vidspec.decoding.types import Request
 from vidspec.decoding.verifiers.strict import StrictVerifier
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.types import Request
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -79,7 +79,8 @@ def test_fast_sd_equals_fast_ar_on_cuda(cuda_tiny, clip, name, compile):
 
 
 def test_tree_decoding_on_cuda(cuda_tiny, clip):
-    from vidspec.decoding.fast import FastTarget, TreeModelDrafter, TreeSpeculativeDecoder
+    from vidspec.decoding.fast import FastTarget, TreeModelDrafter
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
     from vidspec.decoding.models import load_target
 
     name = "tiny-qwen2.5-vl"

@@ -17,7 +17,6 @@ import os
 import pytest
 import torch
 
-from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.fast import FastModelDrafter, FastStrictVerifier, FastTarget
 from vidspec.decoding.fast.lm import (
     FastLM,
@@ -27,6 +26,7 @@ from vidspec.decoding.fast.lm import (
     rotate_half,
     step_mask,
 )
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.types import Request
 
 N = 24

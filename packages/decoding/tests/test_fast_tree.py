@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vidspec.decoding.engine import SpeculativeDecoder
-from vidspec.decoding.fast import FastTarget, TreeModelDrafter, TreeSpeculativeDecoder, tree_mask_and_depth
-from vidspec.decoding.fast.tree import DraftTree, best_path
+from vidspec.decoding.fast import FastTarget, TreeModelDrafter
+from vidspec.decoding.loops.chain import SpeculativeDecoder
+from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
+from vidspec.decoding.trees import DraftTree, best_path, tree_mask_and_depth
 from vidspec.decoding.types import Request
 
 #        0
@@ -131,7 +132,7 @@ def test_tree_decoding_with_eager_target(tiny, clip, perturbed):
 
 def test_loose_verifier_on_tree_best_path(tiny, clip, perturbed):
     """LVSpec with λ = 0 on a tree is lossless; λ = 1 (every position loose) accepts at least as much."""
-    from vidspec.decoding.verifiers.registry import build_verifier
+    from vidspec.decoding.verifiers.factory import build_verifier
 
     name = "tiny-qwen2.5-vl"
     target = tiny(name)

@@ -14,7 +14,7 @@ import torch
 
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import Request, VerifyOutput
-from vidspec.decoding.verifiers.registry import build_verifier
+from vidspec.decoding.verifiers.factory import build_verifier
 from vidspec.decoding.verifiers.relevance import (
     NEED_ATTN,
     NEED_ATTN_MAX,
@@ -82,7 +82,7 @@ def test_verify_equals_hf_eager_attentions(eager, clip, name, relevance_layer, h
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_verify_tree_equals_hf_eager_attentions(eager, clip, name):
-    from vidspec.decoding.fast.tree import tree_mask_and_depth
+    from vidspec.decoding.trees import tree_mask_and_depth
 
     target = eager(name)
     req = Request("Describe the video.", clip)
@@ -185,8 +185,8 @@ def test_registry_options():
 def test_fast_target_is_refused_in_one_line(tiny):
     """FastTarget does not compute attention: the decoder build fails up front, in one line."""
     from vidspec.decoding.drafters import ModelDrafter
-    from vidspec.decoding.engine import SpeculativeDecoder
     from vidspec.decoding.fast import FastTarget
+    from vidspec.decoding.loops.chain import SpeculativeDecoder
 
     fast = FastTarget(tiny("tiny-qwen2.5-vl"), max_len=256)
     verifier = build_verifier("lvspec-pst", scorer="attention", protect=False)

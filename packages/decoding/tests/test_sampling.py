@@ -14,7 +14,7 @@ import itertools
 
 import torch
 
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.testing import ScriptedDrafter, ScriptedTarget
 from vidspec.decoding.types import Decision, Request
 

@@ -7,10 +7,10 @@ import json
 import pytest
 import torch
 
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.drafters.sparrow import SparrowDrafter, SparrowDraftModel, new_sparrow_for
 from vidspec.decoding.errors import ModelError
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.methods import build_decoder
-from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, new_sparrow_for
 from vidspec.decoding.testing import random_clip as make_clip
 from vidspec.decoding.testing import text_positions
 from vidspec.decoding.types import Request
@@ -191,7 +191,7 @@ def test_cli_sparrow_needs_a_release(tmp_path, capfd):
 
 
 def test_damaged_release_is_a_model_error(tiny, tmp_path):
-    from vidspec.decoding.sparrow import CONFIG_FILE, WEIGHTS_FILE
+    from vidspec.decoding.drafters.sparrow import CONFIG_FILE, WEIGHTS_FILE
 
     t = tiny("tiny-qwen2.5-vl")
     rel = new_sparrow_for(t).save_pretrained(tmp_path / "rel")

@@ -10,11 +10,13 @@ import pytest
 from vidspec.decoding import methods as methods_mod
 from vidspec.decoding.cli import main
 from vidspec.decoding.config import DEFAULT_TREE
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.drafters.sparrow import target_fingerprint
+from vidspec.decoding.drafters.sparrow_tree import TreeSparrowDrafter
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.fast import FastTarget, TreeModelDrafter, TreeSparrowDrafter, TreeSpeculativeDecoder
+from vidspec.decoding.fast import FastTarget, TreeModelDrafter
+from vidspec.decoding.loops.chain import SpeculativeDecoder
+from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 from vidspec.decoding.methods import METHODS, build_decoder, method_names
-from vidspec.decoding.sparrow import target_fingerprint
 from vidspec.decoding.types import Request
 
 TREE_METHODS = method_names(loop="tree")

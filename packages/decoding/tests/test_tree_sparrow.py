@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from vidspec.decoding.engine import SpeculativeDecoder
-from vidspec.decoding.fast import FastTarget, TreeSparrowDrafter, TreeSpeculativeDecoder
-from vidspec.decoding.sparrow import SparrowDrafter
+from vidspec.decoding.drafters.sparrow import SparrowDrafter
+from vidspec.decoding.drafters.sparrow_tree import TreeSparrowDrafter
+from vidspec.decoding.fast import FastTarget
+from vidspec.decoding.loops.chain import SpeculativeDecoder
+from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 from vidspec.decoding.testing import begin_drafter
 from vidspec.decoding.types import Request, VerifyOutput
 
@@ -110,7 +112,7 @@ def test_commit_without_target_states_is_refused(tiny, clip, drafts):
 
 def test_loose_verifier_on_a_sparrow_tree(tiny, clip, drafts):
     """The decoder asks the target for the drafter's needs beside the verifier's; LVSpec at λ = 0 stays lossless."""
-    from vidspec.decoding.verifiers.registry import build_verifier
+    from vidspec.decoding.verifiers.factory import build_verifier
 
     name = "tiny-qwen2.5-vl"
     target = tiny(name)

@@ -21,27 +21,24 @@ import os
 import pytest
 import torch
 
-from vidspec.decoding.engine import SpeculativeDecoder
-from vidspec.decoding.fast import (
-    FastTarget,
-    FastTreeSparrowDrafter,
-    TreeSparrowDrafter,
-    TreeSpeculativeDecoder,
-)
-from vidspec.decoding.fast.tree import (
-    best_path,
-    rerank_device,
-    rerank_tree,
-    tree_mask_and_depth,
-    verify_tree_inputs,
-)
-from vidspec.decoding.fast.tree_sparrow_fast import _TreeGraph, node_depths, tree_size
+from vidspec.decoding.drafters.sparrow_tree import TreeSparrowDrafter
+from vidspec.decoding.fast import FastTarget, FastTreeSparrowDrafter
+from vidspec.decoding.fast.sparrow_tree_drafter import _TreeGraph, node_depths, tree_size
+from vidspec.decoding.loops.chain import SpeculativeDecoder
+from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 from vidspec.decoding.testing import (
     aligned_sparrow,
     assert_same_rounds,
     begin_drafter,
     device_round_runs,
     emulated_graph_drafter_class,
+)
+from vidspec.decoding.trees import (
+    best_path,
+    rerank_device,
+    rerank_tree,
+    tree_mask_and_depth,
+    verify_tree_inputs,
 )
 from vidspec.decoding.types import Request, VerifyOutput
 

@@ -14,6 +14,11 @@ import torch
 
 from vidspec.decoding.errors import ConfigError, ModelError
 from vidspec.decoding.types import Proposal, Request, TargetState, Verifier, VerifyContext, VerifyOutput
+from vidspec.decoding.verifiers.factory import (
+    RandomRelaxationConfig,
+    RandomRelaxationVerifier,
+    build_verifier,
+)
 from vidspec.decoding.verifiers.fly import FLyConfig, FLyVerifier, topk_entropy
 from vidspec.decoding.verifiers.lvspec import (
     LVSpecConfig,
@@ -22,11 +27,6 @@ from vidspec.decoding.verifiers.lvspec import (
     lowest_quantile_mask,
     protected_token_ids,
     unmapped_protected_words,
-)
-from vidspec.decoding.verifiers.registry import (
-    RandomRelaxationConfig,
-    RandomRelaxationVerifier,
-    build_verifier,
 )
 from vidspec.decoding.verifiers.relevance import (
     AttentionMassScorer,

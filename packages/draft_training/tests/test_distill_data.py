@@ -33,7 +33,7 @@ def _distill(data: Path, out: Path) -> int:
 @pytest.fixture
 def generate_calls(monkeypatch):
     """Counts target answers; ``fail_at[0] = n`` makes answer n raise KeyboardInterrupt (Ctrl-C)."""
-    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.loops.chain import SpeculativeDecoder
 
     real = SpeculativeDecoder.generate
     calls: list[str] = []

@@ -117,7 +117,7 @@ def test_nonfinite_draft_gradients_drop_the_step(dataset, caplog):
 def test_init_from_continues_a_release_even_after_the_target_changed(dataset, tmp_path, caplog):
     """A warm start loads the release's weights; a fine-tuned target (other weights, same tokenizer) is accepted and
     logged, another tokenizer is refused with a ConfigError."""
-    from vidspec.decoding.sparrow import target_fingerprint
+    from vidspec.decoding.drafters.sparrow import target_fingerprint
     from vidspec.draft_training.sparrow import SparrowDistillModule
 
     torch.manual_seed(0)
@@ -257,7 +257,7 @@ def losses_by_step(run: Path) -> dict[int, float]:
 
 
 def test_resume_reproduces_losses_and_export_decodes_losslessly(dataset, tmp_path):
-    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.loops.chain import SpeculativeDecoder
     from vidspec.decoding.methods import build_decoder
     from vidspec.decoding.types import Request, VideoClip
     from vidspec.draft_training.cli import run_cli

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from vidspec.decoding.cli import main
+from vidspec.decoding.drafters.sparrow import DRAFT_VOCAB_FILE, load_draft_vocab
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.sparrow import DRAFT_VOCAB_FILE, load_draft_vocab
 from vidspec.draft_training.sparrow.vocab import count_tokens, rank_tokens
 from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
 

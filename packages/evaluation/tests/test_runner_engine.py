@@ -100,8 +100,8 @@ def test_fast_gemv_is_checked_and_reaches_the_fast_target(capfd, synthvid, tmp_p
 def test_fast_compile_off_reaches_the_target_and_every_sparrow_drafter(capfd, synthvid, tmp_path, monkeypatch):
     """--fast-compile false: FastTarget and both Sparrow drafters get compile=False (nothing left to compile);
     the default leaves each its own default (compile on CUDA); recorded, and a resume with the other value is refused."""
+    from vidspec.decoding.drafters.sparrow import new_sparrow_for
     from vidspec.decoding.models import load_target
-    from vidspec.decoding.sparrow import new_sparrow_for
 
     target = load_target("tiny-llava-ov")
     models = EvalModels(target=target, sparrow=new_sparrow_for(target, seed=0))
@@ -132,9 +132,9 @@ def test_fast_compile_off_reaches_the_target_and_every_sparrow_drafter(capfd, sy
 
 
 def test_one_fast_target_per_loaded_model(tmp_path):
+    from vidspec.decoding.drafters.sparrow import new_sparrow_for
     from vidspec.decoding.fast import FastTarget
     from vidspec.decoding.models import load_target
-    from vidspec.decoding.sparrow import new_sparrow_for
 
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
@@ -158,8 +158,8 @@ def test_one_fast_target_per_loaded_model(tmp_path):
 
 
 def test_device_rounds_option_reaches_every_drafting_decoder(tmp_path):
+    from vidspec.decoding.drafters.sparrow import new_sparrow_for
     from vidspec.decoding.models import load_target
-    from vidspec.decoding.sparrow import new_sparrow_for
 
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
@@ -174,8 +174,8 @@ def test_device_rounds_option_reaches_every_drafting_decoder(tmp_path):
 def test_loose_device_option_reaches_the_loose_verifiers(capfd, synthvid, tmp_path):
     """--loose_device true: every LVSpec verifier of the run asks for the rule inside the verify step (FLy and the
     strict methods are untouched); recorded, and a run with it gives the host walk's tokens."""
+    from vidspec.decoding.drafters.sparrow import new_sparrow_for
     from vidspec.decoding.models import load_target
-    from vidspec.decoding.sparrow import new_sparrow_for
 
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))
@@ -200,8 +200,8 @@ def test_loose_device_option_reaches_the_loose_verifiers(capfd, synthvid, tmp_pa
 
 
 def test_sparrow_k_sets_the_sparrow_chains_k_only(tmp_path):
+    from vidspec.decoding.drafters.sparrow import new_sparrow_for
     from vidspec.decoding.models import load_target
-    from vidspec.decoding.sparrow import new_sparrow_for
 
     target, draft = load_target("tiny-llava-ov"), load_target("tiny-llava-ov-draft")
     models = EvalModels(target=target, draft=draft, sparrow=new_sparrow_for(target, seed=0))

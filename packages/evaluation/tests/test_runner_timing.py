@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vidspec.decoding.engine import SpeculativeDecoder
+from vidspec.decoding.drafters.sparrow import new_sparrow_for
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fast import FastStrictVerifier, FastTarget
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.models import load_target
-from vidspec.decoding.sparrow import new_sparrow_for
 from vidspec.decoding.testing import emulated_graph_drafter_class
 from vidspec.decoding.types import Request, VideoClip
 from vidspec.evaluation.records import read_jsonl, summarize

@@ -101,7 +101,8 @@ def test_eval_cli_tree_methods(capfd, synthvid, tmp_path):
 
 
 def test_fast_engine_tree_decoders_share_the_target(models, tmp_path):
-    from vidspec.decoding.fast import FastTarget, TreeSpeculativeDecoder
+    from vidspec.decoding.fast import FastTarget
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 
     cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), methods="ar,sparrow,tree-sparrow", sparrow="random",
                      engine="fast", fast_max_len=512, tree_total=80)
@@ -117,7 +118,7 @@ def test_fast_tree_draft_graphs_are_captured_before_timing(models, tmp_path, mon
     """On the fast engine tree-sparrow drafts with FastTreeSparrowDrafter, and the runner's warm-up
     asks it for the round graphs of the method's tree shape (on CUDA they would otherwise be captured
     inside the first timed decodes)."""
-    from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
+    from vidspec.decoding.fast.sparrow_tree_drafter import FastTreeSparrowDrafter
 
     cfg = EvalConfig.from_flags(benchmark="b", out=str(tmp_path), methods="ar,tree-sparrow", sparrow="random", engine="fast",
                      fast_max_len=512, tree_total=10, tree_depth=3, tree_top_k=4)

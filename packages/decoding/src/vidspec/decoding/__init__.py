@@ -23,7 +23,7 @@ from vidspec.decoding.types import (
 )
 
 _LAZY = {
-    "SpeculativeDecoder": "vidspec.decoding.engine",
+    "SpeculativeDecoder": "vidspec.decoding.loops.chain",
     "load_target": "vidspec.decoding.models",
     "check_compatible": "vidspec.decoding.models",
     "ModelDrafter": "vidspec.decoding.drafters",
@@ -35,7 +35,7 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from vidspec.decoding.drafters import ModelDrafter, NoDrafter
-    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.loops.chain import SpeculativeDecoder
     from vidspec.decoding.methods import build_decoder
     from vidspec.decoding.models import check_compatible, load_target
     from vidspec.decoding.verifiers.strict import StrictVerifier

@@ -89,7 +89,7 @@ def generate(
         if draft is None:
             raise ConfigError(f"method {method} needs --sparrow DIR (a Sparrow draft release)")
         if decode.draft_vocab is not None:  # checked before any model loads
-            from vidspec.decoding.sparrow import load_draft_vocab
+            from vidspec.decoding.drafters.sparrow import load_draft_vocab
 
             load_draft_vocab(draft, decode.draft_vocab)
     elif decode.draft_vocab is not None:

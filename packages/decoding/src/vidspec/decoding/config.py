@@ -31,7 +31,7 @@ from vidspec.decoding.errors import ConfigError
 
 #: ``engine`` choices (``--engine``).
 ENGINES: tuple[str, ...] = ("eager", "fast")
-#: ``--scorer`` choices: LVSpec's relevance scorers (:class:`~vidspec.decoding.verifiers.registry.RelevanceOptions`).
+#: ``--scorer`` choices: LVSpec's relevance scorers (:class:`~vidspec.decoding.verifiers.factory.RelevanceOptions`).
 SCORERS: tuple[str, ...] = ("cosine", "attention", "probe", "random")
 #: ``--attention-heads`` choices: how the attention scorer reduces its per-head masses.
 ATTENTION_HEADS: tuple[str, ...] = ("mean", "max")

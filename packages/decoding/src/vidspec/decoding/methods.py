@@ -24,14 +24,14 @@ How a method decodes (K, LVSpec's knobs, the tree shape, the engine) is a
 :class:`~vidspec.decoding.config.DecodeConfig`.
 
 **Tree methods** draft an EAGLE-2 dynamic tree each round and verify all of it in one target pass
-(:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`); strict verification keeps the longest
+(:class:`~vidspec.decoding.loops.TreeSpeculativeDecoder`); strict verification keeps the longest
 path the target itself would produce, so greedy output is token-identical to AR. Their shape is
 :class:`~vidspec.decoding.config.TreeShape`; ``k`` does not apply to them. They are greedy only: a
 temperature above 0 is refused before models load. On the fast engine the target's ``max_tree``
 must hold the verify tree (raised to fit when this module wraps the target).
 
 For the Sparrow methods ``draft`` is a Sparrow release folder (or a loaded
-:class:`~vidspec.decoding.sparrow.SparrowDraftModel` or a Sparrow drafter); a release made for
+:class:`~vidspec.decoding.drafters.sparrow.SparrowDraftModel` or a Sparrow drafter); a release made for
 another target is refused unless ``allow_target_mismatch``.
 
 Engines: ``eager`` runs the family adapters as loaded (the reference); ``fast`` wraps the target
@@ -54,14 +54,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from vidspec.decoding.config import DEFAULT_FAST_MAX_LEN, DecodeConfig, TreeShape
 from vidspec.decoding.drafters import ModelDrafter, NoDrafter
-from vidspec.decoding.engine import SpeculativeDecoder
 from vidspec.decoding.errors import ConfigError, ModelError
+from vidspec.decoding.loops.chain import SpeculativeDecoder
 from vidspec.decoding.models import check_compatible, load_target
 from vidspec.decoding.models.tiny import TINY_MODELS
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
 if TYPE_CHECKING:  # pragma: no cover
-    from vidspec.decoding.fast.tree import TreeSpeculativeDecoder
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 
 DrafterKind = Literal["none", "vlm", "sparrow"]
 VerifierKind = Literal["strict", "lvspec", "lvspec-pst", "fly"]
@@ -77,10 +77,10 @@ class MethodSpec:
         summary: one line for help texts and reports.
         drafter: "none" (autoregressive), "vlm" (a smaller VLM of the target's family, ``--draft``)
             or "sparrow" (a Sparrow draft release, ``--sparrow``).
-        verifier: the verifier's name in :func:`vidspec.decoding.verifiers.registry.build_verifier`:
+        verifier: the verifier's name in :func:`vidspec.decoding.verifiers.factory.build_verifier`:
             "strict", "lvspec", "lvspec-pst" or "fly".
         loop: "chain" (K draft tokens per round, :class:`SpeculativeDecoder`) or "tree" (a dynamic
-            draft tree per round, :class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`).
+            draft tree per round, :class:`~vidspec.decoding.loops.TreeSpeculativeDecoder`).
         default_k: draft tokens per round when the config leaves ``k`` unset (0 for ar; None for
             tree methods, whose round length is the tree depth).
         lossless: greedy output is token-identical to the target's own (strict verification).
@@ -215,16 +215,16 @@ def as_fast(model, fast_options: dict[str, Any] | None = None):
 def sparrow_drafter_class(engine: str) -> type:
     """The Sparrow drafter class of ``engine`` (constructor and ``from_pretrained`` as SparrowDrafter's).
 
-    The eager engine uses :class:`~vidspec.decoding.sparrow.SparrowDrafter`; the fast engine its
-    static-cache, CUDA-graph subclass :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter`
+    The eager engine uses :class:`~vidspec.decoding.drafters.sparrow.SparrowDrafter`; the fast engine its
+    static-cache, CUDA-graph subclass :class:`~vidspec.decoding.fast.sparrow_drafter.FastSparrowDrafter`
     (identical proposals; on CPU it runs without graphs).
     """
     DecodeConfig(engine=engine)  # type: ignore[arg-type] - validates the name
     if engine == "fast":
-        from vidspec.decoding.fast.sparrow import FastSparrowDrafter
+        from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter
 
         return FastSparrowDrafter
-    from vidspec.decoding.sparrow import SparrowDrafter
+    from vidspec.decoding.drafters.sparrow import SparrowDrafter
 
     return SparrowDrafter
 
@@ -238,7 +238,7 @@ def build_verifier_for(method: str, target, loose: dict[str, Any] | None, engine
 
             return FastStrictVerifier()
         return StrictVerifier()
-    from vidspec.decoding.verifiers.registry import build_verifier
+    from vidspec.decoding.verifiers.factory import build_verifier
 
     opts = dict(loose or {})
     if spec.verifier == "fly":
@@ -319,7 +319,7 @@ def build_decoder(
 
     Returns:
         A :class:`SpeculativeDecoder`, or for the tree methods a
-        :class:`~vidspec.decoding.fast.TreeSpeculativeDecoder` (same ``generate``/``stream`` calls).
+        :class:`~vidspec.decoding.loops.TreeSpeculativeDecoder` (same ``generate``/``stream`` calls).
 
     Raises:
         ConfigError: unknown method or option, missing draft, bad K or tree shape, a temperature
@@ -397,7 +397,7 @@ def _vlm_drafter(b: _Build) -> ModelDrafter:
 
 def _sparrow_drafter(b: _Build):
     """A Sparrow chain drafter from a release folder, a draft model or a drafter (used as is)."""
-    from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, load_draft_vocab
+    from vidspec.decoding.drafters.sparrow import SparrowDrafter, SparrowDraftModel, load_draft_vocab
 
     cls = sparrow_drafter_class(b.config.engine)
     draft, draft_vocab = b.draft, b.config.draft_vocab
@@ -417,7 +417,7 @@ def _sparrow_drafter(b: _Build):
 def _tree_vlm_drafter(b: _Build):
     """The draft VLM grows its tree in FastTarget tree sessions on either engine (TreeModelDrafter wraps an
     eager adapter itself); on the fast engine it gets this call's options."""
-    from vidspec.decoding.fast.tree import TreeModelDrafter
+    from vidspec.decoding.fast.tree_drafter import TreeModelDrafter
 
     dm = _draft_vlm(b)
     return TreeModelDrafter(as_fast(dm, b.fast_options) if b.fast else dm)
@@ -428,9 +428,9 @@ def _tree_sparrow_drafter(b: _Build):
 
     On the fast engine a release or a model becomes a :class:`~vidspec.decoding.fast.FastTreeSparrowDrafter`.
     """
-    from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
-    from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
-    from vidspec.decoding.sparrow import SparrowDraftModel, load_draft_vocab
+    from vidspec.decoding.drafters.sparrow import SparrowDraftModel, load_draft_vocab
+    from vidspec.decoding.drafters.sparrow_tree import TreeSparrowDrafter
+    from vidspec.decoding.fast.sparrow_tree_drafter import FastTreeSparrowDrafter
 
     cls = FastTreeSparrowDrafter if b.fast else TreeSparrowDrafter
     draft, draft_vocab = b.draft, b.config.draft_vocab
@@ -456,7 +456,7 @@ _TREE_DRAFTERS: dict[str, Callable[[_Build], Any]] = {"vlm": _tree_vlm_drafter, 
 
 def _tree_decoder(b: _Build) -> TreeSpeculativeDecoder:
     """Decoder of a tree method: strict verification of an EAGLE-2 tree grown by a draft VLM or a Sparrow draft."""
-    from vidspec.decoding.fast.tree import TreeSpeculativeDecoder
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 
     shape = b.config.tree
     if is_fast(b.target) and b.target.lm.max_tree < shape.verify_nodes:

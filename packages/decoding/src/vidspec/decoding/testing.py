@@ -216,13 +216,13 @@ class _ReplayByRerun:
 
 
 def emulated_graph_drafter_class():
-    """A :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` subclass running its graph path on CPU.
+    """A :class:`~vidspec.decoding.fast.sparrow_drafter.FastSparrowDrafter` subclass running its graph path on CPU.
 
     Everything but ``torch.cuda.graph`` itself: bucketed attention, capture-time warm-ups and
     restores, one "graph" per ``(T, k, bucket)`` chain whose replay reruns the chain into the static
     output buffers. (A function, so importing this module does not import the fast path.)
     """
-    from vidspec.decoding.fast.sparrow import FastSparrowDrafter, _Graph
+    from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter, _Graph
 
     class EmulatedGraphDrafter(FastSparrowDrafter):
         def _engine(self):
@@ -247,7 +247,7 @@ def aligned_sparrow(target):
     layer, so it is the target with the first layers skipped: in a tiny random model the residual
     stream is mostly the embedding, and the draft predicts the target's token often.
     """
-    from vidspec.decoding.sparrow import new_sparrow_for
+    from vidspec.decoding.drafters.sparrow import new_sparrow_for
 
     m = new_sparrow_for(target)
     d = m.config.hidden_size

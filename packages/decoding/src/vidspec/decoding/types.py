@@ -146,7 +146,7 @@ class TargetModel(Protocol):
     """One Hugging Face Video-LLM wrapped for speculative decoding.
 
     A target may also expose ``provides: frozenset[str]``, the ``need`` names its ``verify`` honours
-    (``"last"``, ``"penult"``, ``"mid"``, ...); :class:`~vidspec.decoding.engine.SpeculativeDecoder`
+    (``"last"``, ``"penult"``, ``"mid"``, ...); :class:`~vidspec.decoding.loops.SpeculativeDecoder`
     then refuses a drafter or verifier that needs anything else (ConfigError) instead of failing
     mid-generation on a missing output.
     """

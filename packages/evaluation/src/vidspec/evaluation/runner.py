@@ -174,7 +174,7 @@ class EvalConfig:
         if decode.draft_vocab is not None:
             if self.sparrow == RANDOM_SPARROW or not self.sparrow:
                 raise ConfigError("--draft-vocab needs --sparrow DIR, a release with a draft_vocab.json")
-            from vidspec.decoding.sparrow import load_draft_vocab
+            from vidspec.decoding.drafters.sparrow import load_draft_vocab
 
             load_draft_vocab(self.sparrow, decode.draft_vocab)  # the file exists and reads, before any model loads
 
@@ -240,7 +240,7 @@ def load_models(config: EvalConfig, frames: int) -> EvalModels:
         models.draft = load_target(name, **common)
         models.notes["draft"] = name
     if "sparrow" in drafters:
-        from vidspec.decoding.sparrow import SparrowDraftModel, new_sparrow_for
+        from vidspec.decoding.drafters.sparrow import SparrowDraftModel, new_sparrow_for
 
         if config.sparrow == RANDOM_SPARROW:
             models.sparrow = new_sparrow_for(target, seed=0)
@@ -527,7 +527,7 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
     reached (+ the token budget): the target's verify steps (T = 1 for AR, k + 1 for k = 0..K
     with drafting: a round drafts fewer than K near the budget), a FastModelDrafter's draft target
     (pending lengths 1..K+1) and a FastSparrowDrafter's draft steps (T = 1..K+1 over its buckets).
-    A tree decoder (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`) instead needs the target's
+    A tree decoder (:class:`~vidspec.decoding.loops.TreeSpeculativeDecoder`) instead needs the target's
     verify-tree sizes (:func:`tree_verify_sizes`) and, for a draft VLM, its pending lengths
     1..depth+1 and its level passes of ``top_k`` nodes; a FastTreeSparrowDrafter its round graphs.
     Off CUDA and on the eager engine nothing is captured.
@@ -541,7 +541,7 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
     lengths = tuple(range(1, k + 2))
     plan = [(decoder.target, lengths, k + 1), (getattr(decoder.drafter, "model", None), lengths, k + 1)]
     if is_fast(decoder.target):
-        from vidspec.decoding.fast.tree import TreeSpeculativeDecoder
+        from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 
         if isinstance(decoder, TreeSpeculativeDecoder):
             sizes = tree_verify_sizes(decoder.total_tokens, decoder.depth, decoder.top_k)
@@ -558,8 +558,8 @@ def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
         contexts = model.warmup_contexts(max(0, end - model.lm.bucket), end + max_new_tokens + span)
         captured += model.warmup(steps, contexts)
     if is_fast(decoder.target):
-        from vidspec.decoding.fast.sparrow import FastSparrowDrafter
-        from vidspec.decoding.fast.tree_sparrow_fast import FastTreeSparrowDrafter
+        from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter
+        from vidspec.decoding.fast.sparrow_tree_drafter import FastTreeSparrowDrafter
 
         drafter = decoder.drafter
         if isinstance(drafter, FastSparrowDrafter):

@@ -416,7 +416,7 @@ class FastTarget:
         """:meth:`verify_tree` of ``[root, *tree]`` for a draft tree still on the device (a ``DeviceTree``).
 
         The verify tree's tokens, depths and ancestor mask are built on the device
-        (:func:`~vidspec.decoding.fast.tree.verify_tree_inputs`), so the host launches this step right
+        (:func:`~vidspec.decoding.trees.verify_tree_inputs`), so the host launches this step right
         after the drafter's growth without waiting for it; then one synchronisation reads back the
         tree, its draft scores and the target's greedy token per node. Opens a tree session as
         :meth:`verify_tree` does (for :meth:`commit_tree`).
@@ -425,7 +425,7 @@ class FastTarget:
             The verify output (rows in node order) and the host lists ``(tokens, parents, scores,
             argmax)`` of the verify tree (node 0 = ``root``, score 0).
         """
-        from vidspec.decoding.fast.tree import verify_tree_inputs
+        from vidspec.decoding.trees import verify_tree_inputs
 
         cache = self._check(state)
         if cache.tree is not None:

@@ -427,7 +427,7 @@ class HFVideoTarget:
         Returns:
             Rows in node order, as :meth:`verify`.
         """
-        from vidspec.decoding.fast.tree import tree_mask_and_depth
+        from vidspec.decoding.trees import tree_mask_and_depth
 
         if "tree_base" in state.extra:
             raise RuntimeError("a tree is already open on this state: commit_tree or rollback first")

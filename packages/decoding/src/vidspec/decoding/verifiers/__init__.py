@@ -5,9 +5,9 @@ Strict verification (lossless) lives in :mod:`.strict`; LVSpec (+PST, protected 
 :func:`build_verifier` maps a method name and options to a verifier.
 """
 
+from vidspec.decoding.verifiers.factory import RandomRelaxationVerifier, build_verifier
 from vidspec.decoding.verifiers.fly import FLyConfig, FLyVerifier
 from vidspec.decoding.verifiers.lvspec import LVSpecConfig, LVSpecVerifier, calibrate, protected_token_ids
-from vidspec.decoding.verifiers.registry import RandomRelaxationVerifier, build_verifier
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
 __all__ = [

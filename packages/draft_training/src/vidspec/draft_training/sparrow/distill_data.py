@@ -101,7 +101,7 @@ def distill_data(
     from datasets import Dataset, DatasetDict, load_from_disk
     from tqdm.auto import tqdm
 
-    from vidspec.decoding.engine import SpeculativeDecoder
+    from vidspec.decoding.loops.chain import SpeculativeDecoder
     from vidspec.decoding.models import load_target
     from vidspec.decoding.types import Request
 

@@ -42,9 +42,9 @@ from typing import Any
 
 import torch
 
+from vidspec.decoding.drafters.sparrow import target_fingerprint
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fsutil import atomic_path, remove_temps
-from vidspec.decoding.sparrow import target_fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -42,8 +42,8 @@ from typing import Any, Literal
 import lightning as L
 import torch
 
+from vidspec.decoding.drafters.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.decoding.errors import ConfigError
-from vidspec.decoding.sparrow import SparrowConfig, SparrowDraftModel, target_fingerprint
 from vidspec.draft_training.data import InputSpec
 from vidspec.draft_training.sft import (
     OptimConfig,

@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from vidspec.decoding.drafters.sparrow import DRAFT_VOCAB_FILE
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fsutil import atomic_path
-from vidspec.decoding.sparrow import DRAFT_VOCAB_FILE
 
 
 def count_tokens(texts: Iterable[str], tokenizer) -> Counter:

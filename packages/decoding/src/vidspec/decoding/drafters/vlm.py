@@ -1,61 +1,17 @@
-"""Drafters: who proposes the tokens a round verifies.
+"""``ModelDrafter``: a separate, smaller Video-LLM of the target's family drafts the tokens.
 
-- :class:`NoDrafter` proposes nothing: the loop becomes plain autoregressive decoding (K = 0).
-- :class:`ModelDrafter` runs a separate, smaller Video-LLM of the same family that sees the video
-  itself, optionally with part of its video tokens pruned (the draft setting of LVSpec and
-  SpecVLM).
+The draft model sees the video itself, optionally with part of its video tokens pruned (the draft
+setting of LVSpec and SpecVLM).
 """
 
 from __future__ import annotations
 
 import torch
 
+from vidspec.decoding.drafters.base import DraftPrefillStart
 from vidspec.decoding.models.base import HFVideoTarget, crop_cache
-from vidspec.decoding.types import Proposal, Request, TargetModel, TargetState, VerifyOutput
+from vidspec.decoding.types import Proposal, Request, TargetState, VerifyOutput
 from vidspec.decoding.verifiers.strict import draft_choice
-
-
-class NoDrafter:
-    """The autoregressive baseline: no draft tokens, one target pass per token."""
-
-    name = "ar"
-    need: frozenset[str] = frozenset()
-
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
-        pass
-
-    def propose(self, k: int) -> Proposal:
-        return Proposal(())
-
-    def commit(self, n_accepted: int, next_token: int, out: VerifyOutput) -> None:
-        pass
-
-
-class DraftPrefillStart:
-    """The request start of a drafter that is a separate draft model with its own cache.
-
-    ``prepare`` runs the draft model's own prefill of the request (``_draft_prefill``); engines call it
-    in the prefill phase, before the first token is known. ``begin`` runs it only when ``prepare`` did
-    not run for this request, then queues the first token.
-    """
-
-    _prepared: TargetState | None = None  # the request prepare() started (begin finishes it)
-
-    def _draft_prefill(self, state: TargetState) -> TargetState:
-        raise NotImplementedError
-
-    def prepare(self, target: TargetModel, state: TargetState) -> None:
-        """The draft model's own prefill of the request (the prefill phase: it needs no first token)."""
-        self._state = self._draft_prefill(state)
-        self._base = self._state.length
-        self._seq: list[int] = []
-        self._prepared = state
-
-    def begin(self, target: TargetModel, state: TargetState, first_token: int) -> None:
-        if self._prepared is not state:
-            self.prepare(target, state)
-        self._prepared = None
-        self._seq = [first_token]
 
 
 class ModelDrafter(DraftPrefillStart):
@@ -69,7 +25,7 @@ class ModelDrafter(DraftPrefillStart):
         prune_ratio: fraction of the draft's video tokens dropped before its prefill (0 keeps
             all). Tokens are dropped uniformly over the video, keeping their positions.
         temperature: 0 drafts greedily; > 0 samples and returns the draft distributions, which
-            strict sampling verification needs. :class:`~vidspec.decoding.engine.SpeculativeDecoder`
+            strict sampling verification needs. :class:`~vidspec.decoding.loops.SpeculativeDecoder`
             sets it to each request's temperature for the duration of that request (and restores
             it afterwards), so this value only matters when the drafter is driven directly.
         top_p: nucleus mass when sampling; likewise replaced by each request's ``top_p``, so draft

@@ -2,7 +2,8 @@
 
 Usage::
 
-    from vidspec.decoding.fast import TreeSparrowDrafter, TreeSpeculativeDecoder
+    from vidspec.decoding.drafters.sparrow_tree import TreeSparrowDrafter
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
     target = load_target("data/releases/synthvid-target")
     drafter = TreeSparrowDrafter.from_pretrained("data/releases/sparrow-synthvid", target)
     dec = TreeSpeculativeDecoder(target, drafter, total_tokens=48, depth=8, top_k=8, method="tree-sparrow")
@@ -19,7 +20,7 @@ children of best cumulative draft log-probability forming the next frontier; at 
 - **Inputs.** A node ``x`` at depth ``d`` enters the draft as ``z = FC([e_x ; ĥ_parent])``, where
   ``ĥ_parent`` is the draft's own output at the node's parent (at depth 1, its output at the root
   ``x_last``, which was fed with the target's state). This is what the chain
-  :class:`~vidspec.decoding.sparrow.SparrowDrafter` does for draft steps after the first; with
+  :class:`~vidspec.decoding.drafters.sparrow.SparrowDrafter` does for draft steps after the first; with
   ``top_k = 1`` the tree *is* that chain.
 - **Attention and positions.** The draft's cache holds the committed text prefix only (VATA, no
   visual entries). Each frontier level is one pass in which a node attends to that prefix, to its
@@ -32,7 +33,7 @@ children of best cumulative draft log-probability forming the next frontier; at 
   after a round the drafter's cache and pending inputs equal the chain drafter's after the same
   accepted tokens.
 
-The tree decoder (:class:`~vidspec.decoding.fast.TreeSpeculativeDecoder`) asks the target for what
+The tree decoder (:class:`~vidspec.decoding.loops.TreeSpeculativeDecoder`) asks the target for what
 the drafter ``need`` s (``penult``) and hands ``commit`` the target's rows of the kept path.
 """
 
@@ -43,9 +44,9 @@ from pathlib import Path
 
 import torch
 
-from vidspec.decoding.fast.tree import DraftTree, grow_tree
+from vidspec.decoding.drafters.sparrow import SparrowDrafter, SparrowDraftModel
 from vidspec.decoding.models.base import crop_cache
-from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel
+from vidspec.decoding.trees import DraftTree, grow_tree
 from vidspec.decoding.types import (
     TargetModel,
     TargetState,
@@ -57,7 +58,7 @@ class TreeSparrowDrafter:
     """A Sparrow draft grows an EAGLE-2 dynamic tree (eager PyTorch, CPU or CUDA; greedy).
 
     Per-step inputs, positions, the text-only cache and the draft vocabulary are those of a
-    :class:`~vidspec.decoding.sparrow.SparrowDrafter` held inside (``chain``); this class adds the
+    :class:`~vidspec.decoding.drafters.sparrow.SparrowDrafter` held inside (``chain``); this class adds the
     tree-masked level passes and the tree's commit.
 
     Args:

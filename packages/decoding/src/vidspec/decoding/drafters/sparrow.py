@@ -34,7 +34,7 @@ optimisers see only the draft's own weights.
 
 Usage::
 
-    from vidspec.decoding.sparrow import SparrowDrafter
+    from vidspec.decoding.drafters.sparrow import SparrowDrafter
     drafter = SparrowDrafter.from_pretrained("data/releases/sparrow-tiny-qwen2.5-vl")
     decoder = SpeculativeDecoder(target, drafter, StrictVerifier(), k=4)
 

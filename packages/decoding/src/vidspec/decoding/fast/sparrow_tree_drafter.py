@@ -1,8 +1,8 @@
 """``FastTreeSparrowDrafter``: a Sparrow draft grows its EAGLE-2 tree on the device, one CUDA graph per round.
 
-The same trees as :class:`~vidspec.decoding.fast.TreeSparrowDrafter` (same growth, same rerank,
+The same trees as :class:`~vidspec.decoding.drafters.sparrow_tree.TreeSparrowDrafter` (same growth, same rerank,
 same commit), on the static cache and step machinery of
-:class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` (held as ``chain``: its weights,
+:class:`~vidspec.decoding.fast.sparrow_drafter.FastSparrowDrafter` (held as ``chain``: its weights,
 prompt feed, pending-token step and arena are reused as they are). What changes is where the tree
 grows: every level is tensor work on the device with static shapes, so a whole round
 
@@ -26,11 +26,11 @@ is one ``torch.cuda.CUDAGraph`` per ``(T, depth, top_k, bucket)`` on CUDA (bucke
 path, whose kernels read the lengths from device arenas). Node records (token,
 parent, cumulative score) are written into one static ``(3, N) float64`` device buffer (token ids
 are exact in float64); after the replay ONE host read brings them back and
-:func:`~vidspec.decoding.fast.tree.rerank_tree` keeps the best ``total`` nodes as ``grow_tree``
+:func:`~vidspec.decoding.trees.rerank_tree` keeps the best ``total`` nodes as ``grow_tree``
 does. The tree's K/V entries sit past the committed length of the static cache and are simply
 left there (the length goes back to the committed prefix, as in a chain rollback).
 
-Node numbering follows :func:`~vidspec.decoding.fast.tree.grow_tree`: the root's children
+Node numbering follows :func:`~vidspec.decoding.trees.grow_tree`: the root's children
 ``0 .. top_k - 1`` in top-k order, then per level ``top_k * top_k`` candidates (frontier row major,
 child rank minor), the frontier kept in node order; so on the same draft the trees are identical
 (up to float noise between the eager HF layer and the fast path's layer functions, and the order
@@ -40,13 +40,14 @@ Off CUDA or with ``graphs=False`` the same device-side growth runs eagerly (stil
 
 In a device round (:meth:`FastTreeSparrowDrafter.propose_tree_device`) nothing is read back here:
 a second graph per ``(depth, top_k, total)`` reranks the node records on the device
-(:func:`~vidspec.decoding.fast.tree.rerank_device`) and builds the verify tree ``[x_last, kept...]``
-with its ancestor mask (:func:`~vidspec.decoding.fast.tree.verify_tree_inputs`; ``x_last`` is copied
+(:func:`~vidspec.decoding.trees.rerank_device`) and builds the verify tree ``[x_last, kept...]``
+with its ancestor mask (:func:`~vidspec.decoding.trees.verify_tree_inputs`; ``x_last`` is copied
 into a static buffer by the growth), which the target's ``verify_tree_device`` consumes directly.
 
 Usage::
 
-    from vidspec.decoding.fast import FastTarget, FastTreeSparrowDrafter, TreeSpeculativeDecoder
+    from vidspec.decoding.fast import FastTarget, FastTreeSparrowDrafter
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
     target = FastTarget(load_target("Qwen/Qwen2.5-VL-7B-Instruct", device="cuda"), max_tree=64)
     drafter = FastTreeSparrowDrafter.from_pretrained("releases/sparrow-qwen2.5-vl-7b", target)
     dec = TreeSpeculativeDecoder(target, drafter, total_tokens=48, depth=8, top_k=8, method="tree-sparrow")
@@ -62,11 +63,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from vidspec.decoding.drafters.sparrow import SparrowDraftModel, _Pending
+from vidspec.decoding.drafters.sparrow_tree import TreeSparrowDrafter
 from vidspec.decoding.fast.lm import _post_fused, rms_norm, step_mask
-from vidspec.decoding.fast.sparrow import _HEAD, FastSparrowDrafter
-from vidspec.decoding.fast.tree import DeviceTree, DraftTree, rerank_device, rerank_tree, verify_tree_inputs
-from vidspec.decoding.fast.tree_sparrow import TreeSparrowDrafter
-from vidspec.decoding.sparrow import SparrowDraftModel, _Pending
+from vidspec.decoding.fast.sparrow_drafter import _HEAD, FastSparrowDrafter
+from vidspec.decoding.trees import DeviceTree, DraftTree, rerank_device, rerank_tree, verify_tree_inputs
 from vidspec.decoding.types import TargetModel
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ def _select(logits, score, node, first, head_ids=None):
 
     Per frontier row: log-softmax and top-k of its ``(V,)`` logits, the cumulative scores of its
     ``k`` children; the ``k`` best of the ``k * k`` candidates, kept in node order (as
-    :func:`~vidspec.decoding.fast.tree.grow_tree`), become the next frontier.
+    :func:`~vidspec.decoding.trees.grow_tree`), become the next frontier.
 
     Args:
         logits: ``(k, V)`` head logits of the frontier rows (V: the draft vocabulary with ``head_ids``).
@@ -160,13 +161,13 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
     """:class:`TreeSparrowDrafter` whose tree grows on the device (static shapes, CUDA graphs).
 
     ``begin``, ``commit`` and ``cache_length`` are :class:`TreeSparrowDrafter`'s, working on a
-    :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` (``chain``) instead of an eager
-    :class:`~vidspec.decoding.sparrow.SparrowDrafter`; only :meth:`propose_tree` differs.
+    :class:`~vidspec.decoding.fast.sparrow_drafter.FastSparrowDrafter` (``chain``) instead of an eager
+    :class:`~vidspec.decoding.drafters.sparrow.SparrowDrafter`; only :meth:`propose_tree` differs.
 
     Args:
         model, allow_target_mismatch, head_ids: as :class:`TreeSparrowDrafter`.
         max_len, graphs, bucket, max_step, prefill_chunk, kernels, compile: the
-            :class:`~vidspec.decoding.fast.sparrow.FastSparrowDrafter` options. ``max_len`` must
+            :class:`~vidspec.decoding.fast.sparrow_drafter.FastSparrowDrafter` options. ``max_len`` must
             also hold one round's tree entries (``(depth - 1) * top_k``); ``max_step`` is the
             longest pending step a round graph includes (longer rounds run eagerly); on the SDPA
             graph path the tree levels attend over the cache up to a multiple of ``bucket`` slots
@@ -452,7 +453,7 @@ class FastTreeSparrowDrafter(TreeSparrowDrafter):
     def propose_tree_device(self, depth: int, top_k: int, total: int) -> DeviceTree:
         """:meth:`propose_tree` without a host synchronisation: the grown tree reranked on the device.
 
-        The same nodes in the same order as :meth:`propose_tree` (:func:`~vidspec.decoding.fast.tree.rerank_device`),
+        The same nodes in the same order as :meth:`propose_tree` (:func:`~vidspec.decoding.trees.rerank_device`),
         as device tensors, so a target's ``verify_tree_device`` can run on them straight away.
         """
         self._grow_round(depth, top_k)

@@ -1,8 +1,8 @@
 """``FastSparrowDrafter``: a Sparrow draft (ALGORITHMS.md section 3) on a static cache and CUDA graphs.
 
-A drop-in replacement for :class:`~vidspec.decoding.sparrow.SparrowDrafter` (same constructor
+A drop-in replacement for :class:`~vidspec.decoding.drafters.sparrow.SparrowDrafter` (same constructor
 arguments plus engine options, same ``from_pretrained``, same begin/propose/commit protocol and
-``cache_length``/``cache_shapes``). It runs the same :class:`~vidspec.decoding.sparrow.SparrowDraftModel`
+``cache_length``/``cache_shapes``). It runs the same :class:`~vidspec.decoding.drafters.sparrow.SparrowDraftModel`
 (its own weights are read in place, no copies) with
 
 - a preallocated text-only KV cache for the one draft layer, ``(1, 2, max_len, kv_heads, head_dim)``
@@ -66,6 +66,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vidspec.decoding.drafters.sparrow import SparrowDrafter, SparrowDraftModel, _Pending
 from vidspec.decoding.fast.lm import (
     StaticKVCache,
     _has_triton,
@@ -85,7 +86,6 @@ from vidspec.decoding.fast.lm import (
     rms_norm,
     rope_tables,
 )
-from vidspec.decoding.sparrow import SparrowDrafter, SparrowDraftModel, _Pending
 from vidspec.decoding.types import Proposal, TargetModel, TargetState
 
 log = logging.getLogger(__name__)
