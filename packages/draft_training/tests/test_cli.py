@@ -368,7 +368,7 @@ def test_a_continued_models_card_names_the_model_it_continued():
 
 def test_a_continued_model_keeps_the_architecture_its_start_recorded(tmp_path):
     """A model continued from a release (``init_from``, no ``arch`` of its own) records the start's architecture, which
-    tools that rebuild a release's shape read (benchmarks/release_shape_cpu.py)."""
+    tools that rebuild a release's shape read."""
     from vidspec.draft_training.export import _init_arch
 
     start = tmp_path / "start"

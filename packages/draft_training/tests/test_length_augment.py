@@ -405,7 +405,7 @@ def test_sparrow_distillation_reads_stretched_positions():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_cheaper_long_step_matches_the_old_one_on_cuda(tiny_dataset):
     """On the GPU, under bf16 autocast as the recipes train: the tower once per distinct frame and no padding mask
-    (RESULTS 30.5) give the Sparrow loss of the old path (every frame, the mask), to bf16's precision."""
+    give the Sparrow loss of the old path (every frame, the mask), to bf16's precision."""
     from vidspec.draft_training.sparrow import SparrowDistillModule
 
     m = SparrowDistillModule(target="tiny-llava-ov", draft={"ivsb": False}).cuda()

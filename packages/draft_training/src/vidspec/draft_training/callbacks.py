@@ -102,8 +102,8 @@ class ScheduleCheck(L.Callback):
     """Warn, at the end of a run, when it stopped before its learning-rate schedule ended.
 
     A run that ``trainer.max_time`` stops early keeps a learning rate near its peak, which the schedule was meant
-    to decay: session 23's warm-started Sparrow drafts stopped at steps 166 and 201 of 520-step schedules with
-    the LR at 81% and 73% of its peak, and the first lost τ against the draft it continued (RESULTS 30.1). Reads
+    to decay: two warm-started Sparrow drafts stopped by their time budget at steps 166 and 201 of 520-step
+    schedules, with the LR at 81% and 73% of its peak, and the first lost τ against the draft it continued. Reads
     the schedule's length from ``pl_module.lr_schedule_steps`` (:func:`~vidspec.draft_training.sft.adamw_cosine`).
     """
 
@@ -125,7 +125,7 @@ class FinalCheckpoint(ModelCheckpoint):
     Lightning saves ``last.ckpt`` when a periodic checkpoint is saved, and at the end of training only if none
     was: a run stopped by ``max_time``, or by a ``max_steps`` that is not a multiple of ``every_n_train_steps``,
     left ``last.ckpt`` (and so the release ``vidspec export`` makes from it) up to ``every_n_train_steps - 1``
-    steps behind the run (session 23: 16 of a 166-step distillation). This saves it after the batch on which
+    steps behind the run (16 steps of a 166-step distillation, once). This saves it after the batch on which
     the run stops (``max_steps`` reached, or ``trainer.should_stop`` set by ``max_time``), a mid-epoch state that
     resumes exactly like a periodic one (tests/test_cli.py); failing that (a stop outside a training batch), at
     the end of training.

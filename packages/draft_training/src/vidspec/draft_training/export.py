@@ -156,9 +156,9 @@ def final_metrics(info: dict) -> dict[str, float]:
     the run's ``metrics.jsonl`` recorded at the same step.
 
     The last checkpoint is written after the run's last training batch and before the validation that runs at that
-    step, so on its own it holds the previous validation's figures (session 27: a card listed
-    ``val/mcq_acc/motion`` 0.52 from step 2200 where step 2400's validation logged 0.72). A missing metrics file
-    (a checkpoint from before session 28, or a moved run) leaves the checkpoint's metrics as they are.
+    step, so on its own it holds the previous validation's figures (a card once listed ``val/mcq_acc/motion`` 0.52
+    from step 2200 where step 2400's validation logged 0.72). A missing metrics file (a run written before
+    ``metrics.jsonl`` existed, or a moved run) leaves the checkpoint's metrics as they are.
     """
     from vidspec.draft_training.callbacks import read_metrics
 

@@ -3,8 +3,8 @@
 transformers' sdpa path for ``Qwen2_5_VLVisionAttention`` splits the packed patch sequence at
 ``cu_seqlens`` and calls attention once per window (once per frame in the full-attention layers).
 A training batch of 128 SynthVid videos has 512 frame pairs, so each layer makes 512 small calls
-forward and as many backward, and the GPU waits on the launches: issue 4 measured a Qwen2.5-VL
-prototype at ~3 steps/s on the H200. Windows of one length are independent problems of one shape,
+forward and as many backward, and the GPU waits on the launches: a Qwen2.5-VL prototype trained at
+~3 steps/s on an H200. Windows of one length are independent problems of one shape,
 so :func:`use_grouped_vision_attention` makes each attention module a subclass whose forward stacks
 them into a batch (``vidspec.decoding.fast.vision.grouped_attention``, the decoding engine's fast
 tower does the same at inference). The weights, the RoPE and the projection are the module's own;
@@ -76,7 +76,7 @@ def use_grouped_vision_attention(model: torch.nn.Module) -> int:
 # with a host read per row (7,302 tensor ops and ~1,150 device-to-host waits for a batch of 128 SynthVid
 # clips, counted on CPU); the vision tower rebuilds its rotary positions and window order per video
 # (~4,100 ops, 129 host reads). On the H200 a release-size Qwen target trained at 278 ms a step against
-# ~133 ms for the LLaVA-OV one of the same size (RESULTS 24.3). The two helpers below give the same
+# ~133 ms for the LLaVA-OV one of the same size. The two helpers below give the same
 # tensors without the loops.
 
 def mrope_position_ids(input_ids: torch.Tensor, mm_token_type_ids: torch.Tensor, video_grid_thw: torch.Tensor,

@@ -240,7 +240,7 @@ class VLMSFTModule(L.LightningModule):
             still train: LLaVA-OV's ``multi_modal_projector``, Qwen2.5-VL's ``visual.merger``), as
             LLaVA-style recipes do with a pretrained encoder. Fine-tuning a
             pretrained SynthVid tower with the caption loss erased its shape features (linear-probe
-            shape accuracy 1.00 before SFT, 0.24 after; docs/RESULTS.md section 6).
+            shape accuracy 1.00 before SFT, 0.24 after, on CPU; docs/results.md).
     """
 
     def __init__(

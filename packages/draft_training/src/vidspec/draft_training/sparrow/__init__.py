@@ -1,4 +1,4 @@
-"""Sparrow draft distillation (ALGORITHMS.md section 3): training module, losses, data and features.
+"""Sparrow draft distillation (docs/algorithms.md, "Sparrow"): training module, losses, data and features.
 
 - :class:`~.module.SparrowDistillModule`: the LightningModule (``vidspec train fit`` recipes
   ``configs/train/sparrow-*.yaml``); its exporter makes ``vidspec export`` write a Sparrow release.

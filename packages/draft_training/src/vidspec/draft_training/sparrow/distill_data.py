@@ -1,6 +1,6 @@
 """Self-distilled training data: the target writes the answers (``vidspec distill-data``).
 
-Sparrow trains on what the target itself says (ALGORITHMS.md section 3, training data). This
+Sparrow trains on what the target itself says (docs/algorithms.md, "Training: IVSB and MTP"). This
 command reads a dataset on disk with ``video``, ``question`` (and ``answer``) columns, e.g.
 SynthVid, lets the target answer every question greedily, and writes the same rows with
 ``answer`` replaced by the target's text (the original is kept as ``reference_answer``) as a

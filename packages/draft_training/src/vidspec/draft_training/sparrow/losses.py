@@ -61,7 +61,7 @@ def top1_agreement(draft_logits: torch.Tensor, target_logits: torch.Tensor) -> t
 
 
 def simulated_accept_length(acc: list[float] | torch.Tensor) -> float:
-    """``1 + Σ_k Π_{i<=k} acc_i`` from per-step top-1 agreement (ALGORITHMS.md section 5).
+    """``1 + Σ_k Π_{i<=k} acc_i`` from per-step top-1 agreement (docs/algorithms.md, "Metrics").
 
     With agreement acc_i at recursive step i, the expected tokens per verify pass of a chain of
     len(acc) drafts is approximated by this sum (independence assumed); the 1 is the bonus token.

@@ -72,7 +72,7 @@ class SparrowDraftOptions:
         ivsb: put the target's middle-layer visual states before the text positions in training
             (IVSB, the paper's default); False trains text-only, exactly as inference sees it. On
             SynthVid, IVSB taught the draft to read colours from visual states it does not have at
-            inference (τ 4.89 vs 7.20 without, docs/RESULTS.md section 16.1), so our SynthVid recipes
+            inference (τ 4.89 vs 7.20 without, K = 8, 2 CPU cores; docs/results.md), so our SynthVid recipes
             set False; teacher-forced training accuracy does not show the difference.
         ivsb_layer: hidden-state index of those visual states (None: half the target's depth).
         init_seed: seed of the draft's initialisation.
@@ -325,7 +325,7 @@ class SparrowDistillModule(L.LightningModule):
         Args:
             batch: a collated batch.
             padding_mask: pass the padding mask even where the batch is right-padded (the same states; the slower
-                path, kept so ``benchmarks/sparrow_step_profile.py`` can time both; see
+                path, kept so the two can be timed against each other; see
                 :func:`~vidspec.draft_training.sft.causal_padding_mask`).
 
         Returns:

@@ -59,7 +59,7 @@ class ArchConfig:
         vision_init_std: Qwen2.5-VL only: the std of the vision tower's initial Linear and Conv3d
             weights (None: transformers' ``initializer_range``, 0.02, a scale for Qwen's 1280-wide
             tower). At 0.02 a narrow tower's blocks start with outputs of 1-6% of its patch
-            embedding's; ``vision_hidden_size ** -0.5`` gives them SigLIP-like scales (docs/RESULTS.md 25.3).
+            embedding's; ``vision_hidden_size ** -0.5`` gives them SigLIP-like scales.
         tie_word_embeddings: share the input embedding and the LM head.
         rope_theta: RoPE base of the language model.
         mrope_section: Qwen2.5-VL only: how many of the rotary frequency pairs (half a head) go to the
@@ -67,7 +67,7 @@ class ArchConfig:
             contiguous band, highest frequencies first (pair j turns by ``rope_theta ** (-2j / head_dim)``
             rad a position). None: thirds ([8, 8, 8] for a head of 48). On a small token grid the thirds
             leave width at most 0.002 rad a token (height 0.05) at base 10000, and a language model does not
-            learn where a video's object is (docs/RESULTS.md 35.2); [2, 2, 20] with ``rope_theta`` 100 gives
+            learn where a video's object is (docs/results.md); [2, 2, 20] with ``rope_theta`` 100 gives
             width 0.46 rad and height 0.68. Text tokens see the whole head either way.
         tokens_per_second: Qwen2.5-VL only: temporal positions a second of video advances M-RoPE by; a
             temporal patch moves ``tokens_per_second * second_per_grid_ts`` positions, rounded down as

@@ -1,4 +1,4 @@
-"""SynthVid: a procedural video world with exact ground truth (ARCHITECTURE.md, "SynthVid").
+"""SynthVid: a procedural video world with exact ground truth (docs/evaluation.md).
 
 Modules: :mod:`.world` (scenes, presets), :mod:`.render` (numpy frames, H.264 mp4),
 :mod:`.grammar` (captions, styles, word labels), :mod:`.questions` (Video-MME-style MCQ, open QA),

@@ -39,7 +39,7 @@ def _polygon(shape: str, r: float, angle: float) -> np.ndarray | None:
     if shape == "diamond":
         # A rhombus, its diagonals 1.45 r and 0.85 r from the centre (area 2.47 r^2, near the square's 2.65 r^2).
         # Objects are drawn at any rotation, so a diamond must differ from a square in more than its angle: up to
-        # world version 1 it was a square turned by 45 degrees, and the two were one shape (docs/RESULTS.md 22.5).
+        # world version 1 it was a square turned by 45 degrees, and the two were one shape to a trained tower.
         a = angle - math.pi / 2 + np.arange(4) * math.pi / 2
         rad = r * np.array([1.45, 0.85, 1.45, 0.85])
         return np.stack([rad * np.cos(a), rad * np.sin(a)], axis=1)

@@ -45,7 +45,7 @@ BACKGROUNDS: dict[str, tuple[int, int, int]] = {
     "beige": (200, 185, 150),
 }
 
-#: The world's version, recorded in every scene's facts. 2 (session 15): the diamond is a rhombus; in version 1 it was
+#: The world's version, recorded in every scene's facts. 2: the diamond is a rhombus; in version 1 it was
 #: a square turned by 45 degrees, which the random rotation every object gets made indistinguishable from a square.
 WORLD_VERSION = 2
 
