@@ -137,8 +137,8 @@ def _walk_per_position(draft, logits, policy):
 @pytest.mark.parametrize("with_argmax", [False, True])
 def test_greedy_walk_decides_as_the_per_position_rule(with_argmax: bool) -> None:
     """The greedy walk's decisions are the per-position rule's, on plain and on fast-target verify outputs
-    (which carry their own argmax). Session 13 read every row at once instead of one gated row at a time;
-    the H200 measured it slower (RESULTS 21.2) and it was reverted; this test keeps pinning the decisions."""
+    (which carry their own argmax). A variant that read every row at once instead of one gated row at a time
+    measured slower on an H200 and was dropped; this test keeps pinning the decisions."""
     from vidspec.decoding.fast.target import FastVerifyOutput
     from vidspec.decoding.verifiers.lvspec import LoosePolicy, loose_walk
 
@@ -339,14 +339,14 @@ def test_protected_tokens_never_relaxed_nor_shifted() -> None:
 
 def test_stop_tokens_are_never_relaxed_nor_shifted() -> None:
     # A one-letter answer: the target ends after "A"; the draft runs on with words, one of which
-    # is the target's next choice a position later (what PST would take). Session 10's MCQ run
-    # on the H200 turned "A" into "A videoA" this way.
+    # is the target's next choice a position later (what PST would take). Without the stop rule an
+    # MCQ run on an H200 turned "A" into "A videoA" this way.
     a, video, eos = 3, 4, 9
     out = VerifyOutput(logits=logits_for([a, eos, eos, 8]))
     draft = Proposal((a, video, eos))
     scores = [0.0] * 4
     loose = lv(scores, lam=1.0, pst=True)
-    # without the target's stop ids (the context before session 10) the draft's words go through
+    # without the target's stop ids in the context the draft's words go through
     assert loose.verify(draft, out, ctx()).n_accepted == 3
     stopped = VerifyContext(state=make_state(), stop_ids=frozenset({eos}))
     d = loose.verify(draft, out, stopped)
@@ -741,7 +741,7 @@ def test_device_spec_only_for_relevance_blind_rules() -> None:
     assert on.device_spec(frozenset({2})) == LooseSpec(frozenset({2, 5}), 0.3, True, 3)
     assert on.device_spec(frozenset({2})) is on.device_spec(frozenset({2}))  # built once per stop-id set
     assert LVSpecVerifier(LVSpecConfig(lam=1.0, predicate="always", device_walk=True)).device_spec().eps is None
-    assert LVSpecConfig().device_walk  # asked for by default (RESULTS 22.3)
+    assert LVSpecConfig().device_walk  # asked for by default (cheaper verify rounds, same decisions)
     for cfg in (LVSpecConfig(lam=1.0, predicate="prob", device_walk=False),     # the host walk asked for
                 LVSpecConfig(lam=0.7, predicate="prob", device_walk=True),    # relevance decides
                 LVSpecConfig(lam=1.0, predicate="topk", device_walk=True)):   # predicate not on the device

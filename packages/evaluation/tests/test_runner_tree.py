@@ -143,7 +143,7 @@ def test_tree_verify_sizes():
 
 
 def test_eval_ci_runs_the_tree_methods(tmp_path, monkeypatch):
-    """eval-ci gates every method the models can run, the tree methods included (in its baseline since session 4)."""
+    """eval-ci gates every method the models can run, the tree methods included (they are in its baseline)."""
     from vidspec.evaluation import demo, eval_ci
 
     seen = {}

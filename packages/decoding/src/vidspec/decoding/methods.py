@@ -133,6 +133,21 @@ METHODS: Mapping[str, MethodSpec] = MappingProxyType(dict([
 ]))
 
 
+def methods_table() -> str:
+    """The registry as a Markdown table (method, drafter, verifier, loop, default K, lossless, greedy only).
+
+    Docs and help texts print this rather than keep their own list; a test keeps the table in this
+    module's docstring in step with it.
+    """
+    drafter = {"none": "none", "vlm": "draft VLM", "sparrow": "Sparrow"}
+    rows = ["| method | drafter | verifier | loop | K | lossless | greedy only |", "|---|---|---|---|---|---|---|"]
+    for s in METHODS.values():
+        k = "-" if s.default_k is None else str(s.default_k)
+        rows.append(f"| {s.name} | {drafter[s.drafter]} | {s.verifier} | {s.loop} | {k} | "
+                    f"{'yes' if s.lossless else 'no'} | {'yes' if s.greedy_only else 'no'} |")
+    return "\n".join(rows)
+
+
 def get_method(name: str) -> MethodSpec:
     """The spec of method ``name``; a ConfigError listing the choices if unknown."""
     try:

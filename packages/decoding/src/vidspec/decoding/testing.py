@@ -3,7 +3,7 @@
 A :class:`ScriptedTarget` is a language model over a tiny vocabulary whose next-token logits are
 a pure function of the sequence so far, so the "right answer" of every test is computable by
 hand. A :class:`ScriptedDrafter` proposes from a table or a function. Together they make the
-always / never / partial-accept cases exact (STYLE.md, decoding tests).
+always / never / partial-accept cases exact (decoding tests assert exact tokens, not tolerances).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Frozen dataclasses for values, Protocols for the three pluggable roles (target, drafter,
 verifier). Tensor shapes and dtypes are written as ``(K+1, V) float32``.
 
-The round of speculative decoding (ALGORITHMS.md section 1), in these terms::
+The round of speculative decoding (docs/algorithms.md), in these terms::
 
     state = target.prefill(request)                  # cache holds the prompt; first token emitted
     drafter.prepare(target, state)                   # optional: the drafter's prompt work, in the prefill
@@ -286,7 +286,7 @@ class StepRecord:
 
 @dataclass(frozen=True)
 class Timings:
-    """Seconds spent, split as ALGORITHMS.md section 5 asks (prefill vs decode).
+    """Seconds spent, split into prefill and decode (the metrics of docs/algorithms.md).
 
     ``draft_prefill_s`` is the part of ``prefill_s`` the host spends in the drafter's optional
     ``prepare`` (its prompt-side start: a Sparrow draft feeding the prompt's text positions, a draft

@@ -3,7 +3,7 @@
 ``vidspec data`` builds datasets; its only dataset so far is SynthVid::
 
     vidspec data synthvid --out data/cache/synthvid --num-videos 1000 --seed 0
-    vidspec data synthvid --out /tmp/sv --num-videos 200 --seed 1 --preset easy --frames 8 --size 64x64 \\
+    vidspec data synthvid --out data/cache/sv-small --num-videos 200 --seed 1 --preset easy --frames 8 --size 64x64 \\
         --split train=0.9,test=0.1 --styles alpha:1,beta:1 --workers 2
     vidspec data synthvid --help            # every option, from SynthVidConfig's field docs
     vidspec data synthvid --print_config    # the resolved config as YAML

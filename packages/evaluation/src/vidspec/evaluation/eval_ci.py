@@ -42,8 +42,8 @@ CI_SEED = HELDOUT_SEED  # never the training seed: the videos must be held out
 CI_MAX_NEW_TOKENS = 40  # long enough for a whole SynthVid caption, so the fact judge has claims to score
 #: Methods that must reproduce AR token for token.
 STRICT = tuple(m for m in method_names(lossless=True) if m != "ar")
-#: [choice] Methods eval-ci does not run (none: the tree methods joined the baseline in session 4, so
-#: their τ and token identity are gated like the chain methods'). Leaving one out of a baseline that
+#: [choice] Methods eval-ci does not run (none: the tree methods are in the baseline too, so their τ and
+#: token identity are gated like the chain methods'). Leaving one out of a baseline that
 #: has it would fail the gate; adding one means an ``--update-baseline`` with a reason.
 CI_METHODS_EXCLUDED: tuple[str, ...] = ()
 

@@ -8,7 +8,7 @@ One run folder (``vidspec eval --out DIR``) holds::
     DIR/judge_cache.jsonl  the GPT judge's verdict cache (never asks the same thing twice)
     DIR/summary.json       RunSummary: config, git SHA, versions, machine, per-method aggregates
 
-Metric conventions (ALGORITHMS.md section 5), stated in every summary and report as
+Metric conventions (docs/algorithms.md, Metrics), stated in every summary and report as
 :data:`CONVENTIONS`:
 
 - τ = tokens emitted per target verification pass, bonus token included (AR = 1.0); a method's τ

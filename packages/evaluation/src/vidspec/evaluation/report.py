@@ -128,7 +128,8 @@ def plot_run(run: RunData, plots: Path, name: str | None = None) -> list[Path]:
     # Pareto view: retention when the run has scores, else the share of token-identical outputs.
     use_ret = any(s["retention"] is not None for s in methods.values())
     # Filled: DSR with the drafter's prompt-side start in the prefill; hollow, when it differs: that start
-    # counted in the decode (the conservative DSR the headline bars use, RESULTS 16.2).
+    # counted in the decode (the conservative DSR the headline figures use: whether that start really hides
+    # under the target's prefill is not guaranteed).
     fig, ax = plt.subplots(figsize=(5.5, 4))
     hollow = False
     for m, s in methods.items():

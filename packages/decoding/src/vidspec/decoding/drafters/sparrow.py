@@ -1,4 +1,4 @@
-"""Sparrow drafts: one decoder layer that never looks at the video (ALGORITHMS.md section 3).
+"""Sparrow drafts: one decoder layer that never looks at the video (docs/algorithms.md, Sparrow).
 
 The draft is EAGLE-style. At sequence position t it reads
 

@@ -2,9 +2,9 @@
 
 A decode step multiplies one activation row (a verify step a few) by every weight matrix of the
 model, so its cost is reading the weights: the product is bound by memory bandwidth, not by
-arithmetic. On the H200 at 7B layer shapes, cuBLAS reached 0.5-4.0 TB/s on these products, one call
-at a time (session 6's sweep, docs/RESULTS.md section 13), and simple Triton kernels were faster for
-most shapes. Three kernels:
+arithmetic. On an H200 at 7B layer shapes, one product at a time, cuBLAS reached 0.5-4.0 TB/s on these
+products and simple Triton kernels were faster for most shapes (``benchmarks/gemv_sweep_gpu.py``). Three
+kernels:
 
 - ``T == 1``: each program reduces ``BN`` weight rows against the activation row, ``BK`` columns at
   a time (plain loads and a float32 multiply-add, no tensor cores);
@@ -17,10 +17,11 @@ most shapes. Three kernels:
   Without it, the o- and down-projections (N = 3584) had 56 programs of 64 columns for 132 SMs
   and the down-projection read K = 18944 serially in each.
 
-All add the bias in the epilogue. In CUDA graphs of whole 7B-shaped steps (session 6), the GEMV made
-the AR step 10% faster than cuBLAS (4.34 vs 4.80 ms at 2k context), but the dot-tile kernel without
-split-K made the K=8 verify step slower (5.42 vs 4.98 ms), so FastLM's ``gemv=True`` routes
-single-token steps only; ``gemv="all"`` routes steps of up to 16 rows (issue 8's split-K path).
+All add the bias in the epilogue. In CUDA graphs of whole 7B-shaped steps on an H200, the GEMV made
+the AR step 10% faster than cuBLAS (4.34 vs 4.80 ms at 2k context), but a dot-tile kernel without
+split-K made the K=8 verify step slower (5.42 vs 4.98 ms); with split-K the verify step is faster than
+cuBLAS (4.71 vs 4.85 ms, docs/results.md). FastLM's ``gemv=True`` routes single-token steps only;
+``gemv="all"`` routes steps of up to 16 rows (the split-K path).
 
 Block sizes, split and kernel (``"cublas"``: ``F.linear``) per shape come from :func:`gemv_config`: a
 JSON table named by ``VIDSPEC_GEMV_TABLE``, else the built-in table measured on an H200 at the 7B
@@ -182,10 +183,10 @@ def default_config(m: int, n: int, k: int) -> dict:
     """The rule-based config for an ``(m, k) x (k, n)`` product: shapes in neither table (at the 7B shapes
     the built-in measured table, :data:`BUILTIN_TABLE`, takes precedence).
 
-    ``m == 1`` (session 6's H200 sweep; no split, as measured there): ``BN`` 16 for narrow outputs
+    ``m == 1`` (from an H200 sweep at 7B shapes, where splitting did not pay): ``BN`` 16 for narrow outputs
     (q/k/v, o), 4 for wide ones with long rows (gate/up, down), 8 for LM heads; ``BK`` 512 when it
     divides ``k``. ``m > 1``: ``(16, BN)`` dot tiles, ``BN`` 64 (32 for LM heads), split-K by
-    reasoning (session 10's sweep chose splits of 5-7 at these shapes, RESULTS 17.2): enough slices for about :data:`TARGET_PROGRAMS` programs (4 per
+    reasoning (the H200 sweep chose splits of 5-7 at these shapes): enough slices for about :data:`TARGET_PROGRAMS` programs (4 per
     H200 SM) with slices of at least :data:`MIN_K_SLICE` columns, so at 7B shapes q/k/v (72 tiles)
     and o (56 tiles) split 7 ways, down (56 tiles, K = 18944) 10 ways, gate/up (592 tiles) and the
     head not at all.
@@ -291,7 +292,7 @@ def active_table() -> dict | None:
     return _tables[key]
 
 
-#: The built-in table: the fastest configs of session 10's H200 sweep at the Qwen2-7B shapes (the
+#: The built-in table: the fastest configs of an H200 sweep at the Qwen2-7B shapes (the
 #: language model of Qwen2.5-VL-7B and LLaVA-OneVision-7B), rows 1 and 2-16.
 BUILTIN_TABLE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "assets", "gemv_h200.json")
 _builtin: dict | None = None

@@ -486,9 +486,10 @@ class FastLM:
             and embeddings stay in the full vocabulary.
         gemv: run the weight products of single-token steps (AR decode, draft-model steps) with the
             Triton GEMV of :mod:`vidspec.decoding.fast.gemv` instead of cuBLAS (CUDA, bf16/fp16, fused
-            weights). Measured on the H200 at 7B shapes only (docs/RESULTS.md section 13), so off by
-            default. With ``True`` verify steps and prefill chunks keep cuBLAS; ``"all"`` routes every
-            step of up to 16 tokens (verify steps of K <= 15 drafts too: the split-K kernels, issue 8).
+            weights). Measured on an H200 at 7B shapes only (the AR step 4.19 vs 4.76 ms at 2k context,
+            docs/results.md), so off by default. With ``True`` verify steps and prefill chunks keep cuBLAS;
+            ``"all"`` routes every step of up to 16 tokens (verify steps of K <= 15 drafts too: the split-K
+            kernels).
             Either way each product's kernel, or cuBLAS, is what ``gemv.gemv_config`` picks for its
             shape (the ``VIDSPEC_GEMV_TABLE`` table when set, checked here at construction).
     """

@@ -1,4 +1,4 @@
-"""``FastSparrowDrafter``: a Sparrow draft (ALGORITHMS.md section 3) on a static cache and CUDA graphs.
+"""``FastSparrowDrafter``: a Sparrow draft (docs/algorithms.md, Sparrow) on a static cache and CUDA graphs.
 
 A drop-in replacement for :class:`~vidspec.decoding.drafters.sparrow.SparrowDrafter` (same constructor
 arguments plus engine options, same ``from_pretrained``, same begin/propose/commit protocol and
@@ -21,7 +21,7 @@ arguments plus engine options, same ``from_pretrained``, same begin/propose/comm
   (attention over exactly the valid cache, so no buckets), the draft layer's q/k/v and gate/up
   weights fused into single buffers, and two compiled (``torch.compile``) pieces around them (embed + fuse +
   RoPE tables + norm + q/k/v; o-proj + MLP + head norm + LM head + argmax): ~14 kernels per
-  chained step, ~35 us of GPU time on the H200 (docs/RESULTS.md section 15).
+  chained step, ~35 us of GPU time on an H200 with a 32k draft vocabulary (docs/results.md).
   Otherwise the SDPA path: attention over the cache up to a multiple of ``bucket`` slots with a
   mask hiding slots past each query;
 - on CUDA a whole greedy proposal is **one** ``torch.cuda.CUDAGraph``: the pending T-step chained

@@ -1,4 +1,4 @@
-"""The speculative decoding loop (ALGORITHMS.md section 1), written out in one place.
+"""The speculative decoding loop (docs/algorithms.md), written out in one place.
 
 Usage::
 
@@ -38,7 +38,7 @@ from vidspec.decoding.verifiers.strict import StrictVerifier, sample_token
 
 
 def _sync(device: torch.device) -> None:
-    # Timers must not stop while CUDA kernels are still queued (ALGORITHMS.md section 5).
+    # Timers must not stop while CUDA kernels are still queued (asynchronous launches would leave them out).
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -120,7 +120,8 @@ def prepare_drafter(drafter, target: TargetModel, state: TargetState) -> float:
     """Run the drafter's prompt-side start (``prepare``, optional in the Drafter protocol) right after the
     target's prefill, before the first token is read back: a Sparrow draft's prompt feed or a draft
     VLM's own prefill. Its host work can then overlap the target's prefill still running on the device
-    (whether it does is measured, not assumed: docs/RESULTS.md 16.2); it belongs to the prefill phase,
+    (not guaranteed: on an H200 Sparrow's prefill measured about 1 ms longer than AR's, which is why the
+    reports also give a DSR with ``prepare`` counted in the decode; docs/results.md); it belongs to the prefill phase,
     like the draft's prompt pass in EAGLE-style decoders. Returns its host seconds (reported as
     ``draft_prefill_s``; 0.0 for a drafter without ``prepare``)."""
     prepare = getattr(drafter, "prepare", None)

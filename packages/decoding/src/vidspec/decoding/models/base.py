@@ -153,8 +153,8 @@ class HFVideoTarget:
         relevance_layer: hidden-state index used for visual relevance (``None``: the middle
             layer, ``num_layers // 2``). Index 0 is the embeddings, i the output of layer i.
             The attention-mass outputs use the attention of the layer that outputs hidden state
-            ``relevance_layer`` (decoder layer ``relevance_layer - 1``, the ``attn|...|L{i}``
-            naming of ``benchmarks/relevance_auc.py``); index 0 has no attention and uses the first layer.
+            ``relevance_layer`` (decoder layer ``relevance_layer - 1``); index 0 has no attention and
+            uses the first layer.
         max_frames: frames sampled from a video file by :meth:`read_video`.
     """
 
@@ -329,8 +329,8 @@ class HFVideoTarget:
     def hf_generate(self, request: Request, max_new_tokens: int) -> list[int]:
         """transformers' own greedy ``generate`` (its dynamic cache) on this adapter's prompt.
 
-        The reference our AR decoding is tested against (token-identical) and the baseline of
-        ``benchmarks/hf_generate_e2e.py``. Returns the new token ids (an EOS, if reached, included).
+        The reference our AR decoding is tested against (token-identical) and the transformers
+        baseline of the end-to-end timings. Returns the new token ids (an EOS, if reached, included).
         """
         ids, visual = self.build_prompt(request)
         out = self.model.generate(**self.generate_inputs(ids, visual), max_new_tokens=max_new_tokens, do_sample=False)

@@ -64,7 +64,7 @@ class LlavaOnevisionTarget(HFVideoTarget):
 
     def repeated_visual_inputs(self, clip: VideoClip, factor: int) -> VisualInputs:
         """Each frame is resized and normalised on its own, so the pixels of the repeated clip are the clip's pixels
-        repeated, at a fraction of the cost (its tokens are counted for every repeat; benchmarks/repeat_frames_speed.py)."""
+        repeated, at a fraction of the cost (its tokens are counted for every repeat)."""
         visual = self.visual_inputs(clip)
         pixels = visual.tensors["pixel_values_videos"].repeat_interleave(factor, dim=1)
         return VisualInputs(num_tokens=clip.num_frames * factor * self.tokens_per_frame + 1,

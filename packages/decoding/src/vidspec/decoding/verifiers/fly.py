@@ -1,4 +1,4 @@
-"""FLy: text-only loose verification, the baseline LVSpec is compared against (ALGORITHMS.md §2).
+"""FLy: text-only loose verification, the baseline LVSpec is compared against (docs/algorithms.md, FLy).
 
 A mismatch at draft position i is accepted (keeping the draft token) when two gates hold:
 

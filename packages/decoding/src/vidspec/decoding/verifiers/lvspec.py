@@ -1,6 +1,6 @@
 """LVSpec: loose verification guided by visual relevance, with PST and protected tokens.
 
-ALGORITHMS.md section 2. Per round:
+docs/algorithms.md, LVSpec. Per round:
 
 1. A :class:`~vidspec.decoding.verifiers.relevance.RelevanceScorer` scores every draft position.
 2. The λ rule marks the positions in the lowest λ quantile of relevance as *loose*
@@ -220,7 +220,7 @@ def calibrate(scores_list: Iterable[torch.Tensor | Sequence[float] | float], lam
 
 @dataclass(frozen=True)
 class LVSpecConfig:
-    """Options of :class:`LVSpecVerifier` (ALGORITHMS.md section 2; defaults are the spec's).
+    """Options of :class:`LVSpecVerifier` (docs/algorithms.md, LVSpec; the defaults are the paper's).
 
     Attributes:
         lam: λ, the fraction of positions verified loosely (lowest relevance). 0 = lossless
@@ -250,8 +250,8 @@ class LVSpecConfig:
             "always"), compute the round's decision inside the verify step on the device
             (:func:`loose_accept`, see :meth:`LVSpecVerifier.device_spec`) and read it back with the
             verify step's other outputs, instead of walking the draft on the host. Same rule, so the same
-            tokens; on by default since the H200 A/B (docs/RESULTS.md 22.3: 0.07-0.12 ms less per verify
-            round, 160 of 160 decodes token- and pass-identical). Elsewhere the host walk runs.
+            tokens; on by default because an H200 A/B measured 0.07-0.12 ms less per verify round with
+            160 of 160 decodes token- and pass-identical (docs/results.md). Elsewhere the host walk runs.
     """
 
     lam: float = 0.7

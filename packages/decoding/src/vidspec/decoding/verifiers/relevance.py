@@ -1,6 +1,6 @@
 """Visual relevance scorers: how visually grounded is the token at each position of a verify pass.
 
-LVSpec (ALGORITHMS.md section 2) relaxes verification at the least visually relevant draft
+LVSpec (docs/algorithms.md) relaxes verification at the least visually relevant draft
 positions. The paper scores a token by the cosine similarity of its hidden state with the visual
 tokens' hidden states (mean over the top-N most similar). That premise was not confirmed on the
 small models built here, so the scorer is pluggable and every scorer should be validated against
@@ -150,8 +150,8 @@ class AttentionMassConfig:
     """Options of the attention-mass relevance score.
 
     Attributes:
-        heads: how the per-head masses are combined: "mean" (as ``benchmarks/relevance_auc.py``)
-            or "max" (the most visually attentive head).
+        heads: how the per-head masses are combined: "mean" (every head alike) or "max" (the most
+            visually attentive head).
     """
 
     heads: Literal["mean", "max"] = "mean"
