@@ -205,3 +205,30 @@ def test_warm_start_keeps_a_qwen_tower_for_another_width(tiny_dataset, tmp_path)
         warm_start_tower(TowerProbe(ArchConfig(**ARCH["llava-ov"]), (3, 3, 3)).tower, tmp_path / "tower")
     with pytest.raises(ConfigError, match="no tower.safetensors"):
         warm_start_tower(again.tower, tmp_path / "none")
+
+
+def test_tower_pretrain_command_reads_scene_files(tmp_path):
+    from safetensors.torch import save_file
+
+    from vidspec.decoding.cli import main as vidspec
+    from vidspec.draft_training.testbed.vision_pretrain import TOWER_FILE, load_scenes
+
+    arch = ArchConfig(**ARCH["llava-ov"])
+    for name, seed in (("train", 0), ("test", 1)):
+        first, last, ys = _data(16, arch.image_size, seed)
+        save_file({"first": first, "last": last, "labels": ys}, str(tmp_path / f"{name}.safetensors"),
+                  metadata={"classes": "3,3,3"})
+    (first, _, ys), classes = load_scenes(tmp_path / "train.safetensors")
+    assert first.shape == (16, 3, arch.image_size, arch.image_size) and ys.shape == (16, 3) and classes == (3, 3, 3)
+    torch.set_num_threads(1)
+    assert vidspec(["tower-pretrain", "--train", str(tmp_path / "train.safetensors"), "--test",
+                    str(tmp_path / "test.safetensors"), "--out", str(tmp_path / "tower"), "--vision-hidden-size",
+                    str(arch.vision_hidden_size), "--vision-layers", str(arch.vision_layers), "--vision-heads",
+                    str(arch.vision_heads), "--patch-size", str(arch.patch_size), "--steps", "2", "--batch", "4",
+                    "--warmup", "1", "--device", "cpu"]) == 0
+    assert (tmp_path / "tower" / TOWER_FILE).is_file()
+    save_file({"first": first}, str(tmp_path / "bad.safetensors"))
+    with pytest.raises(ConfigError, match="not a scene file"):
+        load_scenes(tmp_path / "bad.safetensors")
+    with pytest.raises(ConfigError, match="no scene file"):
+        load_scenes(tmp_path / "none.safetensors")
