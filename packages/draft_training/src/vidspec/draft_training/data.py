@@ -61,6 +61,15 @@ batches, as it must: Lightning reads the length once, and DDP ranks must step to
 skips the batches it has done and sees the same remaining ones. Validation keeps its fixed batch size
 (``augment_val`` ignores the budget).
 
+Example transforms (training only)
+==================================
+
+``transforms`` takes augmentations that implement :class:`~vidspec.draft_training.transforms.ExampleTransform`:
+each annotates the rows it can change when the tables are read (from whatever columns it needs) and changes
+an example's frames and/or answer in the workers, from a generator seeded by (seed, epoch, example index,
+transform). This module knows nothing of the datasets they come from; SynthVid's time reversal and time crop are
+``vidspec.evaluation.synthvid.augment.ReverseTime`` and ``TimeCrop``, selected in a recipe by class path.
+
 Usage::
 
     dm = VideoTextDataModule(path="data/cache/synthvid", tables=[".", "mcq"], batch_size=8,
