@@ -119,3 +119,16 @@ def test_a_batch_of_runs_of_different_lengths_trains(synthvid):
     loss = m.training_step(batch, 0)
     loss.backward()
     assert torch.isfinite(loss) and all(p.grad is None or torch.isfinite(p.grad).all() for p in m.parameters())
+
+
+def test_a_recipe_selects_the_transforms_by_class_path():
+    from pathlib import Path
+
+    from vidspec.draft_training.cli import parse_recipe
+
+    recipe = Path(__file__).resolve().parents[1] / "configs" / "train" / "synthvid-target-cpu.yaml"
+    cfg = parse_recipe(str(recipe), overrides=[
+        "--data.transforms+=vidspec.evaluation.synthvid.augment.TimeCrop", "--data.transforms.min_frames=5",
+        "--data.transforms+=vidspec.evaluation.synthvid.augment.ReverseTime", "--data.transforms.chance=0.25"])
+    got = [(t.class_path.rsplit(".", 1)[1], dict(vars(t.init_args))) for t in cfg["fit.data.transforms"]]
+    assert got == [("TimeCrop", {"chance": 0.5, "min_frames": 5}), ("ReverseTime", {"chance": 0.25})]
