@@ -62,3 +62,24 @@ def test_recipe_trains_exports_and_decodes(tmp_path, synthvid, recipe, capsys):
     request = Request(prompt=row["question"], clip=target.read_video(video))
     in_memory = build_decoder("ar", target=target).generate(request, max_new_tokens=16)
     assert list(in_memory.token_ids) == via_cli["token_ids"]
+
+
+@pytest.mark.parametrize("recipe", sorted(p.name for p in (REPO / "configs" / "testbed").glob("*.yaml")))
+def test_testbed_recipes_training_stages_parse(recipe, tmp_path, monkeypatch):
+    """Every training stage of every testbed recipe (GPU ones included) is a valid ``vidspec train fit`` call."""
+    from vidspec.draft_training.cli import parse_recipe
+    from vidspec.evaluation.testbed.pipeline import Context, Layout, Training, plan
+    from vidspec.evaluation.testbed.recipe import load_recipe
+
+    monkeypatch.chdir(REPO)
+    r = load_recipe(REPO / "configs" / "testbed" / recipe)
+    ctx = Context(r, Layout(tmp_path))
+    stages = [s for s in plan(r, ctx.layout) if isinstance(s, Training)]
+    assert stages
+    for stage in stages:
+        args = stage.fit_args(ctx)
+        assert args[:3] == ["train", "fit", "--config"]
+        cfg = parse_recipe(args[3], overrides=args[4:])
+        if stage.stage.max_steps is not None:
+            assert cfg["fit.trainer.max_steps"] == stage.stage.max_steps
+        assert cfg["fit.data.path"] == str(ctx.layout.data)
