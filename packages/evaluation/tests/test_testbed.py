@@ -77,3 +77,25 @@ def test_recipe_errors(tmp_path):
     bad.write_text(base.replace("  steps: 3\n", "  stepz: 3\n", 1))
     with pytest.raises(ConfigError, match=r"unknown key\(s\) \['stepz'\] in vision"):
         load_recipe(bad)
+
+
+def test_a_training_stage_resumes_or_starts_over(tmp_path):
+    r = load_recipe(RECIPES / "tiny-cpu.yaml")
+    calls = []
+
+    class _Ctx:  # records the vidspec calls instead of running them
+        recipe, layout = r, Layout(tmp_path)
+
+        def call(self, *args):
+            calls.append(args)
+
+    stage = next(s for s in plan(r, Layout(tmp_path)) if s.name == "target")
+    run = tmp_path / "runs" / "target"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.jsonl").write_text("{}\n")
+    stage.run(_Ctx())  # no checkpoint: the partial run folder goes, and the stage starts afresh
+    assert not run.exists() and "--ckpt_path" not in calls[0] and calls[1][0] == "export"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    stage.run(_Ctx())
+    assert calls[2][-2:] == ("--ckpt_path", "last")

@@ -13,9 +13,9 @@ Stages, in order (a recipe may leave out vision, finetune, draft and sparrow):
 Each training stage runs ``vidspec train fit`` (run folder ``out/runs/<stage>``) and ``vidspec export``
 (``out/releases/<release>``) as subprocesses, so this package never imports the training package. A stage whose
 outputs exist is skipped, and a training stage killed mid-run resumes from its last checkpoint (Lightning restores
-the step, the optimizer, the data position and the elapsed time), so a run stopped by a time limit is finished
-by running the same command again. What each stage runs is logged, and the commands go to
-``out/commands.log``.
+the step, the optimizer, the data position and the elapsed time; one killed before its first checkpoint starts
+over), so a run stopped by a time limit is finished by running the same command again. What each stage runs is
+logged, and the commands go to ``out/commands.log``.
 
 The releases land in ``out/releases``: ``synthvid-target`` (the final target), ``synthvid-target-sft`` (its first
 stage, with a fine-tune), ``synthvid-draft``, ``sparrow-synthvid``.
@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -207,6 +208,9 @@ class Training:
         if (run / "checkpoints" / "last.ckpt").is_file():
             log.info("   resuming %s from its last checkpoint", self.name)
             args += ["--ckpt_path", "last"]  # found through the checkpoint callback's folder
+        elif run.exists():  # killed before its first checkpoint: start over, without its partial logs
+            log.info("   %s left no checkpoint: starting it over", self.name)
+            shutil.rmtree(run)
         ctx.call(*args)
         ctx.call("export", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--out",
                  str(ctx.layout.release(self.release)), "--overwrite", "true", "--dtype", self.stage.export_dtype)
