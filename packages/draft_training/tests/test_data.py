@@ -168,6 +168,14 @@ def test_example_transform_draws_depend_on_seed_epoch_and_index(tiny_dataset):
     first = answers(0, 0)
     assert answers(0, 0) == first  # a resumed run or another worker draws the same
     assert answers(0, 1) != first or answers(1, 0) != first  # other epochs/seeds draw afresh
+    # the training loader passes the epoch to the dataset, so each epoch draws afresh
+    dm = _dm(tiny_dataset, m, tables=["."], shuffle=False, transforms=[_ShoutTransform("", chance=0.5)])
+    loader = dm.train_dataloader()
+    epochs = []
+    for epoch in (0, 1, 0):
+        loader.sampler.set_epoch(epoch)
+        epochs.append([row for b in loader for row in b["labels"].tolist()])
+    assert epochs[0] == epochs[2] != epochs[1]
 
 
 def test_example_transforms_are_checked(tiny_dataset):

@@ -436,6 +436,15 @@ class ResumableSampler(DistributedSampler):
         return iter(indices)
 
 
+class EpochKeySampler(ResumableSampler):
+    """A :class:`ResumableSampler` that yields ``(index, epoch, 1)``, so example transforms draw afresh each epoch
+    (a plain index would give every epoch the draws of epoch 0)."""
+
+    def __iter__(self):
+        epoch = self.epoch
+        return ((i, epoch, 1) for i in super().__iter__())
+
+
 class LengthAugmentSampler(ResumableSampler):
     """A :class:`ResumableSampler` that tags each index with its epoch and a frame-repeat factor.
 
@@ -794,6 +803,8 @@ class VideoTextDataModule(L.LightningDataModule):
         if self.frame_repeat:
             sampler = LengthAugmentSampler(self.train_set, frame_repeat=self.frame_repeat,
                                            batch_size=self.batch_size, skip=skip, **kw)
+        elif self.transforms:
+            sampler = EpochKeySampler(self.train_set, skip=skip, **kw)
         else:
             sampler = ResumableSampler(self.train_set, skip=skip, **kw)
         return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler, **loader_kw)
