@@ -437,8 +437,8 @@ class ResumableSampler(DistributedSampler):
 
 
 class EpochKeySampler(ResumableSampler):
-    """A :class:`ResumableSampler` that yields ``(index, epoch, 1)``, so example transforms draw afresh each epoch
-    (a plain index would give every epoch the draws of epoch 0)."""
+    """A :class:`ResumableSampler` that yields ``(index, epoch, 1)``, so example transforms and ``position_stretch``
+    draw afresh each epoch (a plain index would give every epoch the draws of epoch 0)."""
 
     def __iter__(self):
         epoch = self.epoch
@@ -803,7 +803,7 @@ class VideoTextDataModule(L.LightningDataModule):
         if self.frame_repeat:
             sampler = LengthAugmentSampler(self.train_set, frame_repeat=self.frame_repeat,
                                            batch_size=self.batch_size, skip=skip, **kw)
-        elif self.transforms:
+        elif self.transforms or self.position_stretch:  # per-epoch draws need the epoch in the key
             sampler = EpochKeySampler(self.train_set, skip=skip, **kw)
         else:
             sampler = ResumableSampler(self.train_set, skip=skip, **kw)
