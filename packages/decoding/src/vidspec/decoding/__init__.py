@@ -1,8 +1,16 @@
 """vidspec.decoding: the speculative decoding engine for Video-LLMs (the bottom layer).
 
 The public surface: contracts (:mod:`.types`), model loading (:func:`load_target`), drafters,
-verifiers, and :class:`SpeculativeDecoder`. Heavy imports (transformers, video backends) happen
-lazily, so ``import vidspec.decoding`` stays cheap.
+verifiers, the decoding loops (:class:`SpeculativeDecoder`, :class:`TreeSpeculativeDecoder`), the
+method registry (:data:`METHODS`), the typed decode configuration (:class:`DecodeConfig`) and
+:func:`build_decoder`, which assembles a method from them. Heavy imports (transformers, video
+backends) happen lazily, so ``import vidspec.decoding`` stays cheap.
+
+Layout: ``models/`` the eager Hugging Face adapters; ``fast/`` the static-cache, CUDA-graph backend
+and its drafters; ``drafters/`` the eager drafters (draft VLM, Sparrow); ``loops/`` the chain and
+tree decoding loops, shared by both backends; ``trees`` the draft-tree structures; ``verifiers/``
+strict, LVSpec (+ PST), FLy and the relevance scorers; ``methods`` and ``config`` the registry and
+the options; ``commands`` and ``cli`` the ``vidspec generate`` command.
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ from vidspec.decoding.types import (
 
 _LAZY = {
     "SpeculativeDecoder": "vidspec.decoding.loops.chain",
+    "TreeSpeculativeDecoder": "vidspec.decoding.loops.tree",
+    "DecodeConfig": "vidspec.decoding.config",
+    "METHODS": "vidspec.decoding.methods",
     "load_target": "vidspec.decoding.models",
     "check_compatible": "vidspec.decoding.models",
     "ModelDrafter": "vidspec.decoding.drafters",
@@ -34,9 +45,11 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:  # pragma: no cover
+    from vidspec.decoding.config import DecodeConfig
     from vidspec.decoding.drafters import ModelDrafter, NoDrafter
     from vidspec.decoding.loops.chain import SpeculativeDecoder
-    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
+    from vidspec.decoding.methods import METHODS, build_decoder
     from vidspec.decoding.models import check_compatible, load_target
     from vidspec.decoding.verifiers.strict import StrictVerifier
     from vidspec.decoding.video import read_video
@@ -51,6 +64,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "METHODS",
+    "DecodeConfig",
     "Decision",
     "GenerationResult",
     "ModelDrafter",
@@ -61,6 +76,7 @@ __all__ = [
     "StepRecord",
     "StrictVerifier",
     "TargetState",
+    "TreeSpeculativeDecoder",
     "Timings",
     "VerifyContext",
     "VerifyOutput",
