@@ -7,13 +7,14 @@ interleaved per sample so timing noise is shared); then every method answers the
 Methods: ar; sd (strict, lossless); lvspec at λ ∈ {0.3, 0.5, 0.7, 0.9}; lvspec-pst (λ 0.7,
 PST w 3 on the lowest 90%); lvspec-pst without protected tokens; fly (K 15); the random-relaxation
 control (loose positions drawn at random at rate λ, for the same λ grid); the LVSpec variants again
-with the linear probe saved by ``benchmarks/relevance_auc.py`` as the relevance scorer (tag
-``[probe]``) and with the attention mass on visual positions computed at decode time in the verify
-pass (tag ``[attn]``; layer and row: the best ``attn`` scorer of ``relevance_auc.json`` unless
-``--attention-layer``/``--attention-row`` say otherwise); sparrow (strict) and sparrow-lvspec-pst
-(each scorer). ``--scorers`` picks the relevance scorers (default all: cosine,probe,attention).
+with the attention mass on visual positions computed at decode time in the verify pass as the
+relevance scorer (tag ``[attn]``; the middle layer and the token row unless ``--attention-layer`` /
+``--attention-row`` or an ``--auc`` file of offline scorer AUCs say otherwise) and, given ``--probe
+FILE`` (a linear relevance probe in safetensors, with its layer in the metadata), with that probe (tag
+``[probe]``); sparrow (strict) and sparrow-lvspec-pst (each scorer). ``--scorers`` picks the relevance
+scorers (default cosine,attention; add probe with a probe file).
 
-Per method (ALGORITHMS.md section 5 conventions): τ (tokens per target pass, bonus included,
+Per method (the conventions of docs/algorithms.md, "Metrics"): τ (tokens per target pass, bonus included,
 AR = 1.0), acceptance per draft position, fact-judge precision / recall / F1 (micro over claims and
 facts) and retention = precision / AR precision on the same samples, share of outputs
 token-identical to AR, MCQ accuracy (ar and each method on the same questions), decode speedup
@@ -23,9 +24,8 @@ relevance scorer's ``score`` (timed separately) / decode seconds.
 
 Usage::
 
-    .venv/bin/python benchmarks/relevance_auc.py      # writes the probe this script reads
     .venv/bin/python benchmarks/loose_ablation.py     # ~5 min on 2 CPU cores
-    .venv/bin/python benchmarks/loose_ablation.py --scorers attention --limit 2 --mcq-limit 2 --out /tmp/a.json
+    .venv/bin/python benchmarks/loose_ablation.py --scorers attention --limit 2 --mcq-limit 2 --out runs/loose_ablation_smoke.json
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ TAGS = {"cosine": "", "probe": "[probe]", "attention": "[attn]"}
 
 
 def best_attention(auc_json: str, num_layers: int) -> tuple[int, str, float | None]:
-    """(relevance layer, score row, offline AUC) of the best ``attn`` scorer in relevance_auc.json.
+    """(relevance layer, score row, offline AUC) of the best ``attn`` scorer in an offline AUC file (``--auc``).
 
     The AUC file names the attention of decoder layer j ``attn|row|L{j+1}``, which is the
     adapters' ``relevance_layer`` j+1 (``HFVideoTarget.attention_layer``). Without the file:
@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--target", default="data/releases/synthvid-target")
     ap.add_argument("--draft", default="data/releases/synthvid-draft")
     ap.add_argument("--sparrow", default="data/releases/sparrow-synthvid")
-    ap.add_argument("--probe", default="benchmarks/results/relevance_probe.safetensors")
+    ap.add_argument("--probe", default=None, help="linear relevance probe (safetensors) for the probe scorer")
     ap.add_argument("--split", default="validation")
     ap.add_argument("--style", default="alpha", help="caption rows of this style (the target's); one per video")
     ap.add_argument("--limit", type=int, default=30, help="caption prompts")
@@ -141,10 +141,11 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--mcq-new-tokens", type=int, default=8)
     ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--scorers", default=",".join(SCORERS),
+    ap.add_argument("--scorers", default="cosine,attention",
                     help=f"comma-separated relevance scorers of the LVSpec variants ({', '.join(SCORERS)})")
-    ap.add_argument("--auc", default="benchmarks/results/relevance_auc.json",
-                    help="relevance_auc.py results: the attention scorer's layer and row default to its best attn key")
+    ap.add_argument("--auc", default="",
+                    help="JSON of offline relevance-scorer AUCs (a 'summary' list with attn 'best_key' entries): "
+                    "the attention scorer's layer and row default to its best one")
     ap.add_argument("--attention-layer", type=int, default=None,
                     help="attention scorer: hidden-state index whose producing layer's attention is read "
                          "(default: best attn layer of --auc, else the middle layer)")
@@ -172,7 +173,7 @@ def main() -> None:
         target_p = target if layer == target.relevance_layer else load_target(
             args.target, device="cpu", relevance_layer=layer)
     elif "probe" in scorers:
-        print(f"no probe at {args.probe}: run benchmarks/relevance_auc.py first; probe variants skipped")
+        print(f"no probe file ({args.probe}): probe variants skipped")
     target_a, attn_meta, aopt = None, None, {}
     if "attention" in scorers:
         a_layer, a_row, a_auc = best_attention(args.auc, target.num_layers)

@@ -22,7 +22,7 @@ Run on the GPU machine from the repository root::
 
     PYTHONPATH=packages/decoding/src python benchmarks/replay_7b.py \\
         --records benchmarks/results/gpu_session3/eval-rel-fast/records.jsonl.gz --out "$OUT"     # ~2 min
-    python benchmarks/replay_7b.py --smoke --records ... --out /tmp/r   # CPU, tiny shapes, seconds
+    python benchmarks/replay_7b.py --smoke --records ... --out runs/replay-smoke   # CPU, tiny shapes, seconds
 
 Prints a table and writes ``replay_7b.json`` (``replay_7b_smoke.json``) with machine info to ``--out``.
 """

@@ -13,7 +13,7 @@ Run from the repository root on the GPU machine (sources on PYTHONPATH, only tor
 transformers needed)::
 
     PYTHONPATH=packages/decoding/src python benchmarks/sparrow_draft_step_gpu.py --out "$OUT"   # ~1 min
-    python benchmarks/sparrow_draft_step_gpu.py --smoke --out /tmp/sds    # CPU, tiny shapes, seconds
+    python benchmarks/sparrow_draft_step_gpu.py --smoke --out runs/sds      # CPU, tiny shapes, seconds
 
 ``--shape mid`` uses a 1.5B-class width instead of 7B. Prints a table and writes
 ``sparrow_draft_step_gpu.json`` (``..._smoke.json`` with ``--smoke``) with machine info to ``--out``.

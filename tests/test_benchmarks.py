@@ -1,0 +1,116 @@
+"""One smoke run per maintained benchmark in benchmarks/ (benchmarks/README.md lists them).
+
+Each runs the real script as a user does, at toy size on the CPU where the script has such a mode, and checks
+that it exits 0 and writes its result JSON with machine info. The GPU-only benchmarks (Triton kernels, CUDA
+graphs at 7B shape) have their smoke run behind the ``gpu`` marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+RELEASES = REPO / "data" / "releases"
+
+
+def _run(script: str, *args: str, timeout: int = 420) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _has_machine_info(doc: dict) -> None:
+    assert doc["machine"] and ("device" in doc["machine"] or "gpu" in doc["machine"])
+
+
+def test_sparrow_draft_step_smoke(tmp_path):
+    """The one-layer draft's propose(K) cost, eager vs the fast drafter, at CPU size: both propose the same tokens."""
+    _run("sparrow_draft_step_gpu.py", "--smoke", "--device", "cpu", "--families", "llava-ov", "--out", str(tmp_path))
+    doc = json.loads((tmp_path / "sparrow_draft_step_gpu_smoke.json").read_text())
+    _has_machine_info(doc)
+    assert doc["rows"] and all(r["same_tokens"] for r in doc["rows"])
+    assert all(r["fast_ms_per_round"] > 0 and r["eager_ms_per_round"] > 0 for r in doc["rows"])
+
+
+def _records(path: Path) -> Path:
+    """A records.jsonl as `vidspec eval` writes it, for two Sparrow samples with known rounds."""
+    from vidspec.decoding.types import GenerationResult, StepRecord, Timings
+
+    rows = []
+    for i, rounds in enumerate(((4, 2, 0, 3), (1, 4, 4))):
+        steps = tuple(StepRecord(drafted=4, accepted=n, emitted=n + 1) for n in rounds)
+        res = GenerationResult(method="sparrow", text="", token_ids=tuple(range(sum(s.emitted for s in steps))),
+                               steps=steps, timings=Timings(prefill_s=0.0, decode_s=1.0, wall_s=1.0),
+                               finish_reason="eos")
+        rows.append({"method": "sparrow", "sample_id": f"s{i}", "k": 4, "target_passes": len(steps),
+                     "drafted": 4 * len(steps), "accepted": sum(rounds), "num_new_tokens": len(res.token_ids),
+                     "acceptance_by_position": res.acceptance_by_position()})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_replay_7b_smoke(tmp_path):
+    """Recorded acceptance replayed through the fast engine's code paths at tiny shapes on the CPU."""
+    records = _records(tmp_path / "records.jsonl")
+    _run("replay_7b.py", "--smoke", "--device", "cpu", "--records", str(records), "--methods", "sparrow",
+         "--families", "llava-ov", "--out", str(tmp_path / "out"))
+    docs = list((tmp_path / "out").glob("*.json"))
+    assert docs, "replay_7b wrote no JSON"
+    _has_machine_info(json.loads(docs[0].read_text()))
+
+
+def test_sparrow_long_video_smoke(tmp_path):
+    """Sparrow's acceptance at two frame budgets of the same video, with the committed releases."""
+    out = tmp_path / "long.json"
+    _run("sparrow_long_video.py", "--data", str(tmp_path / "sv"), "--gen-frames", "16", "--gen-videos", "2",
+         "--frames", "8,16", "--limit", "1", "--max-new-tokens", "8", "--methods", "ar,sparrow", "--out", str(out))
+    doc = json.loads(out.read_text())
+    _has_machine_info(doc)
+    text = json.dumps(doc)
+    assert "sparrow" in text and "8" in text and "16" in text
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_engine_gpu_quick(tmp_path):
+    """The fast engine's AR and verify steps against the memory-bandwidth limit (2k context, Qwen shape)."""
+    _run("engine_gpu.py", "--quick", "--out", str(tmp_path), timeout=900)
+    _has_machine_info(json.loads(next(tmp_path.glob("*.json")).read_text()))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gemv_sweep_gpu_one_shape(tmp_path):
+    """The Triton GEMV block-size sweep on one weight shape writes a table the engine can read."""
+    table = tmp_path / "table.json"
+    _run("gemv_sweep_gpu.py", str(tmp_path), "--rows", "1", "--budget-s", "20", "--table-out", str(table),
+         timeout=900)
+    assert json.loads(table.read_text())
+
+
+def test_loose_ablation_smoke(tmp_path):
+    """The speed x fidelity grid of the loose verifiers on the committed releases: every method decodes the
+    same two captions and answers the same two questions; strict sd stays token-identical to AR."""
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=2, seed=3, preset="easy", frames=8,
+                                                            size="64x64", split="validation", styles="alpha"),
+                             progress=False)
+    out = tmp_path / "grid.json"
+    _run("loose_ablation.py", "--data", str(data), "--limit", "2", "--mcq-limit", "2", "--max-new-tokens", "12",
+         "--scorers", "cosine", "--out", str(out))
+    doc = json.loads(out.read_text())
+    _has_machine_info(doc)
+    methods = doc["methods"]
+    assert {"ar", "sd", "fly"} <= set(methods) and any(m.startswith("lvspec") for m in methods)
+    assert methods["sd"]["identical_to_ar"] == 1.0 and methods["sd"]["loose_accepted_share"] == 0.0
