@@ -17,6 +17,7 @@ import pytest
 
 from vidspec.decoding.errors import VidspecError
 from vidspec.evaluation.judge import (
+    CORRECTNESS,
     PROMPT_VERSION,
     GPTJudge,
     JudgeCache,
@@ -24,6 +25,7 @@ from vidspec.evaluation.judge import (
     JudgeError,
     Secret,
     build_messages,
+    get_protocol,
     parse_score,
     render_messages,
 )
@@ -113,6 +115,40 @@ def test_parse_score(reply, score):
     assert parse_score(reply) == score
 
 
+@pytest.mark.parametrize(
+    ("reply", "score", "correct", "parsed"),
+    [
+        ("{'pred': 'yes', 'score': 4}", 4.0, True, True),
+        ("{'pred': 'no', 'score': 4.8}", 4.0, False, True),  # the integer part, as lmms-eval keeps it
+        ('```python\n{"pred": "YES", "score": 2}\n```', 2.0, True, True),
+        ("{'pred': 'yes'}", 0.0, True, True),
+        ("yes, 4", 0.0, False, False),
+        ("", 0.0, False, False),
+    ],
+)
+def test_read_correctness(reply, score, correct, parsed):
+    r = CORRECTNESS.read(reply)
+    assert (r.score, r.correct, r.parsed) == (score, correct, parsed)
+
+
+@pytest.mark.parametrize(("reply", "score", "parsed"),
+                         [("{'score': 3}", 3.0, True), ("{'score': 4.8}", 4.0, True), ("Score: 5", 0.0, False),
+                          ("{'score': 'x'}", 0.0, False), ("{}", 0.0, True)])
+def test_read_detail(reply, score, parsed):
+    r = get_protocol("detail").read(reply)
+    assert (r.score, r.parsed) == (score, parsed)
+
+
+def test_protocols_are_versioned_and_distinct():
+    versions = {name: get_protocol(name).version for name in ("detail", "correctness", "score")}
+    assert versions["score"] == PROMPT_VERSION and len(set(versions.values())) == 3
+    assert get_protocol(None).name == "score"  # callers naming no protocol keep the earlier judgement
+    with pytest.raises(ValueError, match="unknown judge protocol"):
+        get_protocol("nope")
+    msgs = get_protocol("detail").messages(QUESTION, ANSWER, REFERENCE)
+    assert REFERENCE in msgs[1]["content"] and ANSWER in msgs[1]["content"] and "'score'" in msgs[1]["content"]
+
+
 def test_config_from_env_and_arguments(monkeypatch):
     env = {"OPENAI_BASE_URL": "http://a.example/v1", "VIDSPEC_JUDGE_MODEL": "m1", "OPENAI_API_KEY": KEY}
     cfg = JudgeConfig.from_env(environ=env)
@@ -135,9 +171,10 @@ def test_config_from_env_and_arguments(monkeypatch):
 def test_real_model_round_trip(server, tmp_path):
     judge = make_judge(server, cache=tmp_path / "cache.jsonl")
     t0 = time.perf_counter()
-    verdict = judge.judge(QUESTION, ANSWER, REFERENCE)
+    verdict = judge.judge(QUESTION, ANSWER, REFERENCE, protocol="score")
     elapsed = time.perf_counter() - t0
-    assert verdict.status in ("ok", "unparsable")
+    assert verdict.status in ("ok", "unparsable") and verdict.protocol == "score"
+    assert verdict.prompt_version == PROMPT_VERSION
     if verdict.status == "ok":
         assert 0.0 <= verdict.score <= 5.0
     else:
@@ -223,26 +260,49 @@ def test_timeouts_are_retried(server):
     assert verdict.status == "unparsable" and verdict.reply == "I cannot rate this"
 
 
-def test_garbage_body_is_unparsable_not_zero(server, tmp_path):
+def test_garbage_body_is_unparsable(server, tmp_path):
     server.inject("garbage")
     judge = make_judge(server, cache=tmp_path / "c.jsonl")
-    verdict = judge.judge(QUESTION, ANSWER, REFERENCE)
-    assert verdict.status == "unparsable" and verdict.score is None
+    verdict = judge.judge(QUESTION, ANSWER, REFERENCE, protocol="detail")
+    # lmms-eval's rule under the detail protocol: unreadable scores 0, and is reported as such.
+    assert verdict.status == "unparsable" and verdict.score == 0.0
     assert "not JSON" in verdict.reply and "not chat-completions JSON" in verdict.detail
     # A broken body is not cached: the next run asks again (and gets the model's answer).
-    assert judge.judge(QUESTION, ANSWER, REFERENCE).cached is False
+    assert judge.judge(QUESTION, ANSWER, REFERENCE, protocol="detail").cached is False
     assert server.request_count == 2
 
 
-def test_unparsable_reply_is_reported_not_zero(server, tmp_path):
+def test_unparsable_reply_is_reported_not_zero_under_score(server, tmp_path):
     server.inject("unparsable")
     judge = make_judge(server, cache=tmp_path / "c.jsonl")
-    verdict = judge.judge(QUESTION, ANSWER, REFERENCE)
+    verdict = judge.judge(QUESTION, ANSWER, REFERENCE, protocol="score")
     assert (verdict.score, verdict.status, verdict.reply) == (None, "unparsable", "I cannot rate this")
     # At temperature 0 the judge would say the same again: cached, reported, never turned into 0.
-    cached = judge.judge(QUESTION, ANSWER, REFERENCE)
+    cached = judge.judge(QUESTION, ANSWER, REFERENCE, protocol="score")
     assert cached.cached and cached.score is None and cached.status == "unparsable"
     assert server.request_count == 1
+
+
+@pytest.mark.parametrize(("protocol", "correct"), [("detail", None), ("correctness", False)])
+def test_unparsable_reply_scores_zero_under_lmms_protocols(server, tmp_path, protocol, correct):
+    server.inject("unparsable")
+    judge = make_judge(server, cache=tmp_path / "c.jsonl")
+    verdict = judge.judge(QUESTION, ANSWER, REFERENCE, protocol=protocol)
+    assert (verdict.score, verdict.status, verdict.correct) == (0.0, "unparsable", correct)
+    assert verdict.protocol == protocol and verdict.prompt_version == get_protocol(protocol).version
+    cached = judge.judge(QUESTION, ANSWER, REFERENCE, protocol=protocol)
+    assert cached.cached and (cached.score, cached.status, cached.correct) == (0.0, "unparsable", correct)
+    # Each protocol has its own cache key: the score protocol asks again.
+    judge.judge(QUESTION, ANSWER, REFERENCE, protocol="score")
+    assert server.request_count == 2
+
+
+def test_protocol_messages_and_max_tokens(server):
+    judge = make_judge(server)
+    judge.judge(QUESTION, ANSWER, REFERENCE, protocol="correctness")
+    (request,) = server.requests
+    assert request.body["messages"] == CORRECTNESS.messages(QUESTION, ANSWER, REFERENCE)
+    assert request.body["max_tokens"] == 64
 
 
 @pytest.mark.parametrize("mode", ["500", "429"])

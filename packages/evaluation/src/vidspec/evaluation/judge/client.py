@@ -7,8 +7,9 @@ Usage::
     # base URL, model and key from VIDSPEC_JUDGE_BASE_URL (or OPENAI_BASE_URL),
     # VIDSPEC_JUDGE_MODEL and OPENAI_API_KEY; any argument overrides its variable.
     judge = GPTJudge(JudgeConfig.from_env(), cache="out/judge_cache.jsonl")
-    verdict = judge.judge(question, answer=prediction, reference=ground_truth)
-    verdict.score   # 0-5, or None with verdict.status == "unparsable"
+    verdict = judge.judge(question, answer=prediction, reference=ground_truth, protocol="detail")
+    verdict = judge.judge(question, answer=prediction, reference=truth, protocol="correctness")  # MovieChat
+    verdict.score, verdict.correct, verdict.status, verdict.protocol, verdict.prompt_version
 
 The API key is held in a :class:`Secret`: it goes into the ``Authorization`` header and nowhere
 else. It is not in any ``repr``, log line, error message, cache record or ``dataclasses.asdict``
@@ -29,7 +30,7 @@ import requests
 
 from vidspec.decoding.errors import VidspecError
 from vidspec.evaluation.judge.cache import JudgeCache, verdict_key
-from vidspec.evaluation.judge.prompt import PROMPT_VERSION, build_messages, parse_score
+from vidspec.evaluation.judge.protocols import JudgeProtocol, get_protocol
 
 log = logging.getLogger(__name__)
 
@@ -184,14 +185,19 @@ class Verdict:
     """The judge's score for one answer.
 
     Attributes:
-        score: 0-5, or ``None`` when the judge's reply held no valid score. Never 0 by default:
-            aggregate only verdicts with ``status == "ok"`` and report the unparsable count.
+        score: 0-5. An unreadable reply scores 0 under the ``detail`` and ``correctness`` protocols
+            (lmms-eval's rule, so averages compare with its) and ``None`` under ``score``; either way its
+            ``status`` is ``"unparsable"`` and reports count them.
         status: ``"ok"`` or ``"unparsable"``.
         reply: the judge's reply text (or the start of an invalid response body).
         model: the judge model asked.
         key: the cache key of this judgement.
         cached: whether the verdict came from the cache instead of a request.
         detail: why a verdict is unparsable; empty when ok.
+        protocol: the judge protocol (:mod:`~vidspec.evaluation.judge.protocols`): ``detail``,
+            ``correctness`` or ``score``.
+        prompt_version: the protocol's version (a hash of its text).
+        correct: the ``correctness`` protocol's yes/no (None for the others).
     """
 
     score: float | None
@@ -201,6 +207,9 @@ class Verdict:
     key: str
     cached: bool = False
     detail: str = ""
+    protocol: str = "score"
+    prompt_version: str = ""
+    correct: bool | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The verdict as a JSON object (the cache's and the results' format)."""
@@ -210,6 +219,9 @@ class Verdict:
             "reply": self.reply,
             "model": self.model,
             "detail": self.detail,
+            "protocol": self.protocol,
+            "prompt_version": self.prompt_version,
+            "correct": self.correct,
         }
 
 
@@ -236,7 +248,7 @@ def _retry_after_seconds(value: str | None) -> float | None:
 
 
 class GPTJudge:
-    """Scores answers 0-5 against references with a chat-completions model at temperature 0.
+    """Judges answers against references with a chat-completions model at temperature 0 (lmms-eval's protocols).
 
     Retries with exponential backoff on timeouts, connection errors, HTTP 429 and 5xx (a
     ``Retry-After`` header replaces the computed delay); other HTTP errors fail at once. Verdicts
@@ -282,25 +294,31 @@ class GPTJudge:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def judge(self, question: str, answer: str, reference: str) -> Verdict:
-        """Score ``answer`` against ``reference`` (0-5), from the cache when judged before.
+    def judge(self, question: str, answer: str, reference: str,
+              protocol: str | JudgeProtocol | None = None) -> Verdict:
+        """Judge ``answer`` against ``reference``, from the cache when judged before.
 
         Args:
             question: the prompt the video model answered.
             answer: the video model's output.
             reference: the benchmark's reference answer.
+            protocol: ``detail``, ``correctness`` or ``score`` (the default)
+                (:mod:`~vidspec.evaluation.judge.protocols`).
 
         Returns:
-            A :class:`Verdict`; ``status == "unparsable"`` (score ``None``) when the judge replied
-            without a valid score or with a body that is not chat-completions JSON.
+            A :class:`Verdict`. ``status == "unparsable"`` when the reply could not be read or the body
+            is not chat-completions JSON; under ``detail`` and ``correctness`` an unreadable reply
+            scores 0 (lmms-eval's rule), under ``score`` it has no score.
 
         Raises:
             JudgeError: the endpoint failed after all attempts, or refused the request (4xx).
         """
+        proto = get_protocol(protocol)
         model = self.config.model
         key = verdict_key(
-            prompt_version=PROMPT_VERSION, question=question, answer=answer, reference=reference, model=model
+            prompt_version=proto.version, question=question, answer=answer, reference=reference, model=model
         )
+        tags = dict(protocol=proto.name, prompt_version=proto.version)
         if self.cache is not None and (record := self.cache.get(key)) is not None:
             return Verdict(
                 score=record["score"],
@@ -310,12 +328,14 @@ class GPTJudge:
                 key=key,
                 cached=True,
                 detail=record.get("detail", ""),
+                correct=record.get("correct"),
+                **tags,
             )
         payload = {
             "model": model,
-            "messages": build_messages(question, answer, reference),
+            "messages": proto.messages(question, answer, reference),
             "temperature": 0,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": max(self.config.max_tokens, proto.max_tokens),
         }
         response = self._post(payload)
         try:
@@ -326,23 +346,27 @@ class GPTJudge:
             # Not cached: a broken body says nothing about the answer, a later run may do better.
             body = _scrub(response.text[:_SNIPPET], self.config.api_key)
             log.warning("judge %s: response is not chat-completions JSON: %r", self.config.endpoint, body)
+            empty = proto.read("")
             return Verdict(
-                score=None,
+                score=empty.score,
                 status="unparsable",
                 reply=body,
                 model=model,
                 key=key,
                 detail="response is not chat-completions JSON",
+                correct=empty.correct,
+                **tags,
             )
         content = _scrub(content, self.config.api_key)
-        score = parse_score(content)
-        if score is None:
-            log.warning("judge %s: no 0-5 score in reply %r", self.config.endpoint, content[:_SNIPPET])
-            verdict = Verdict(
-                score=None, status="unparsable", reply=content, model=model, key=key, detail="no 0-5 score in the reply"
-            )
+        reading = proto.read(content)
+        if not reading.parsed:
+            log.warning("judge %s: no readable verdict in reply %r", self.config.endpoint, content[:_SNIPPET])
+            verdict = Verdict(score=reading.score, status="unparsable", reply=content, model=model, key=key,
+                              detail=f"no readable {proto.name} verdict in the reply", correct=reading.correct,
+                              **tags)
         else:
-            verdict = Verdict(score=score, status="ok", reply=content, model=model, key=key)
+            verdict = Verdict(score=reading.score, status="ok", reply=content, model=model, key=key,
+                              correct=reading.correct, **tags)
         # The judge runs at temperature 0: asking again would give the same reply, so an
         # unparsable reply is cached too and reported, not re-bought on every run.
         if self.cache is not None:
