@@ -6,12 +6,12 @@ their sources on PYTHONPATH; only torch and transformers are needed)::
     PYTHONPATH=packages/decoding/src:packages/draft_training/src:packages/evaluation/src \\
         python benchmarks/engine_gpu.py --out "$OUT"            # full run, < 8 min on one H200
     PYTHONPATH=... python benchmarks/engine_gpu.py --quick --out "$OUT"   # smoke run, ~2 min
-    # issue 8's two bars only (AR and K=8 verify vs the bandwidth limit, Qwen shape, 2k), with the split-K
+    # the two bandwidth bars only (AR and K=8 verify vs the bandwidth limit, Qwen shape, 2k), with the split-K
     # verify path and a table from benchmarks/gemv_sweep_gpu.py --table-out:
     VIDSPEC_GEMV_TABLE=$OUT/gemv_table.json PYTHONPATH=... python benchmarks/engine_gpu.py --families qwen2.5-vl \
         --contexts 2048 --skip-hf --no-draft --no-e2e --variants fused,gemv --gemv-verify --out "$OUT"
 
-What it measures (ALGORITHMS.md section 5 conventions: batch 1, warm-up excluded, CUDA events /
+What it measures (the conventions of docs/algorithms.md, "Metrics": batch 1, warm-up excluded, CUDA events /
 ``torch.cuda.synchronize`` around every timer, medians of repeated runs):
 
 - Memory-bandwidth ceiling: a large device-to-device copy (bytes read + written / time).
@@ -463,7 +463,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-draft", action="store_true", help="skip the one-layer draft-step measurements")
     ap.add_argument("--reps", type=int, default=30, help="timed repetitions per step measurement")
     ap.add_argument("--prefill-chunk", type=int, default=32768,
-                    help="LM prefill chunk of our path (FastTarget's default; 8192 was session 1's, 0.2 s slower at 25k)")
+                    help="LM prefill chunk of our path (FastTarget's default; 8192 measured 0.2 s slower at 25k on an H200)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("engine_gpu.py needs a CUDA device", file=sys.stderr)

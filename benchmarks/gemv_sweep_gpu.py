@@ -1,4 +1,4 @@
-"""Triton GEMV / small-M / split-K candidates vs cuBLAS at 7B layer shapes, timed inside CUDA graphs (issue 8).
+"""Triton GEMV / small-M / split-K candidates vs cuBLAS at 7B layer shapes, timed inside CUDA graphs.
 
 Run on the GPU machine (our packages importable)::
 

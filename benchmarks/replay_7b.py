@@ -10,7 +10,7 @@ forces each round to accept the number of tokens a trained testbed accepted in a
 (``records.jsonl`` of ``vidspec eval``: per sample, the rounds' acceptance counts are recovered
 from ``acceptance_by_position``). Round costs are measured; acceptance is the testbed's (τ is
 therefore the testbed's τ). AR and the method run side by side on the same prompts, so the ratio
-follows ALGORITHMS.md section 5 (decode time incl. the drafter's prompt feed; prefill excluded
+follows docs/algorithms.md, "Metrics" (decode time incl. the drafter's prompt feed; prefill excluded
 on both sides, as DSR does). It is a projection of the testbed's acceptance onto 7B costs, not a
 7B model's own acceptance: read it as "what this engine gives when the draft is as good as ours
 on SynthVid".
@@ -21,7 +21,7 @@ loose verifier's own host work per round is not in the replay (the eval records 
 Run on the GPU machine from the repository root::
 
     PYTHONPATH=packages/decoding/src python benchmarks/replay_7b.py \\
-        --records benchmarks/results/gpu_session3/eval-rel-fast/records.jsonl.gz --out "$OUT"     # ~2 min
+        --records benchmarks/results/replay_7b_input_captions_h200.records.jsonl.gz --out "$OUT"     # ~2 min
     python benchmarks/replay_7b.py --smoke --records ... --out runs/replay-smoke   # CPU, tiny shapes, seconds
 
 Prints a table and writes ``replay_7b.json`` (``replay_7b_smoke.json``) with machine info to ``--out``.

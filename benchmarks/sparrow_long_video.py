@@ -1,4 +1,4 @@
-"""Sparrow strict τ on short vs long videos (ALGORITHMS.md section 3; issue 6's "within 10%" figure).
+"""Sparrow strict τ on short vs long videos (docs/algorithms.md, "Sparrow"; the "within 10%" bar).
 
 The same SynthVid videos (easy world, rendered at 256 frames, seed 2: held out from the releases'
 seed-0 training set) are read at several frame budgets (default 8, 64, 256: uniform sampling, so
