@@ -125,7 +125,11 @@ def test_moviechat(tmp_path, clip):
     link(clip, tmp_path / "Test_Videos" / "1.mp4")
     samples = load_benchmark("moviechat", tmp_path / "test.jsonl")
     assert [s.sample_id for s in samples] == ["1#0", "1#1"]  # several questions per movie
-    assert samples[0].prompt == "What is the man doing?\nAnswer in detail."
+    # lmms-eval's moviechat prompt: its instruction, then the question.
+    assert samples[0].prompt.endswith("explain your answers in detail.What is the man doing?")
+    assert samples[0].extra["judge_protocol"] == "correctness"
+    assert [s.extra["mode"] for s in samples] == ["global", "breakpoint"]
+    assert "clip" not in samples[0].extra and samples[1].extra["clip"] == {"end_frame": 2400}
     assert samples[1].extra["time"] == 2400 and samples[1].reference == "On a road."
 
 
@@ -153,10 +157,13 @@ def test_videomme(tmp_path, clip):
     s = samples[0]
     assert s.options == ("One.", "Two.", "Three.", "Four.")
     assert (s.answer_letter, s.reference, s.metric) == ("C", "Three.", "mcq_accuracy")
-    assert s.prompt == (
-        "How many cyclists appear?\nA. One.\nB. Two.\nC. Three.\nD. Four.\n"
-        "Answer with the letter of the correct option only."
+    assert s.prompt == (  # lmms-eval's videomme prompt, character for character
+        "Select the best answer to the following multiple-choice question based on the video and the "
+        "subtitles. Respond with only the letter (A, B, C, or D) of the correct option.\n"
+        "How many cyclists appear?\nA. One.\nB. Two.\nC. Three.\nD. Four.\n\n"
+        "Answer with the option's letter from the given choices directly."
     )
+    assert s.extra["categories"] == {"duration": "short", "domain": "Sports", "task_type": "Counting Problem"}
     assert s.extra["duration"] == "short" and s.extra["task_type"] == "Counting Problem"
     assert samples[1].answer_letter == "B" and samples[1].reference == "Bikes."
     assert len(load_benchmark("videomme", tmp_path, split="dev")) == 1
@@ -185,7 +192,9 @@ def test_mvbench(tmp_path, clip):
     assert (s.options, s.answer_letter, s.reference) == (("pushing", "pulling", "not sure"), "B", "pulling")
     assert s.extra["sub_task"] == "action_antonym" and "ssv2_video_mp4" in s.video_path
     assert by_id["object_shuffle#1"].answer_letter == "C" and by_id["object_shuffle#2"].answer_letter == "A"
-    assert "C. right" in by_id["object_shuffle#1"].prompt
+    assert by_id["object_shuffle#1"].prompt == (  # lmms-eval's mvbench prompt
+        "Question:Where is the ball?\nOption:\n(A) left\n(B) middle\n(C) right\nOnly give the best option.\n")
+    assert by_id["object_shuffle#1"].extra["categories"] == {"sub_task": "object_shuffle"}
 
 
 @pytest.mark.parametrize("form", ["json_candidates", "parquet_options"])

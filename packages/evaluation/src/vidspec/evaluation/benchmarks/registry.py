@@ -72,9 +72,27 @@ def get_task(name: str | Path) -> TaskSpec:
 
 
 def render_prompt(task: TaskSpec, question: str, options: tuple[str, ...]) -> str:
-    """The model prompt of a sample: the task's template with the question and lettered options."""
-    lines = "\n".join(f"{LETTERS[i]}. {text}" for i, text in enumerate(options))
-    return task.prompt.format(question=question, options=lines).strip()
+    """The model prompt of a sample: the task's template with the question and lettered options.
+
+    A task that follows an lmms-eval protocol (``scoring``) gets its template exactly as written, so
+    that the prompt is character for character lmms-eval's; others are trimmed.
+    """
+    lines = "\n".join(task.option_format.format(letter=LETTERS[i], text=text) for i, text in enumerate(options))
+    prompt = task.prompt.format(question=question, options=lines)
+    return prompt if task.scoring else prompt.strip()
+
+
+def _protocol_fields(task: TaskSpec, extra: dict | None = None) -> dict:
+    """What travels with a sample from its task: the MCQ reading and the judge protocol (when the task names
+    them) and its ``categories`` (name -> value, for per-category tables)."""
+    out: dict = {}
+    if task.scoring:
+        out["scoring"] = task.scoring
+    if task.judge:
+        out["judge_protocol"] = task.judge
+    if task.categories:
+        out["categories"] = {c: str((extra or {}).get(c, "")) for c in task.categories}
+    return out
 
 
 def _video_roots(root: Path | None, video_dir: str | Path | None) -> list[Path]:
@@ -134,7 +152,8 @@ def load_benchmark(
     if limit is not None and limit < 0:
         raise BenchmarkError(f"limit must be >= 0, got {limit}")
     split = split or task.split
-    data = read_rows(path_or_id or task.dataset, split=split, config=task.dataset_config, subdir=task.subdir)
+    data = read_rows(path_or_id or task.dataset, split=split, config=task.dataset_config, subdir=task.subdir,
+                     data_files=task.data_files)
     row_fn = ROW_FUNCTIONS[task.row_fn]
     mapped: list[MappedRow] = []
     prompts: set[tuple[str, str]] = set()
@@ -180,7 +199,7 @@ def load_benchmark(
                 options=m.options,
                 answer_letter=m.answer_letter,
                 metric=task.metric,
-                extra={"question": m.question, **m.extra},
+                extra={"question": m.question, **m.extra, **_protocol_fields(task, m.extra)},
             )
         )
     if missing:

@@ -137,14 +137,26 @@ def detail_caption_row(row: Mapping[str, Any], index: int, source: str) -> Mappe
 
 
 def moviechat_row(row: Mapping[str, Any], index: int, source: str) -> MappedRow:
-    """MovieChat-1K: several questions per movie, so the id carries the row index."""
+    """MovieChat-1K: several questions per movie, so the id carries the row index.
+
+    A breakpoint question (``time``: a frame index) is answered over the movie up to that frame
+    (``extra["clip"]``, read by :mod:`~vidspec.evaluation.benchmarks.clips`); its ``mode`` is
+    ``breakpoint``, the others' ``global`` (the two lmms-eval tasks).
+    """
     name = _text(row, "video_name", index)
+    extra = _keep(row, "video_name", "time")
+    if row.get("time") is not None:
+        try:
+            extra["clip"] = {"end_frame": int(row["time"])}
+        except (TypeError, ValueError):
+            raise BenchmarkError(f"row {index}: time {row['time']!r} is not a frame index") from None
+    extra["mode"] = "breakpoint" if "clip" in extra else "global"
     return MappedRow(
         sample_id=f"{PurePath(name).stem}#{index}",
         video=_with_suffix(name),
         question=_text(row, "question", index),
         reference=_text(row, "answer", index),
-        extra=_keep(row, "video_name", "time"),
+        extra=extra,
     )
 
 
@@ -209,8 +221,19 @@ def mvbench_row(row: Mapping[str, Any], index: int, source: str) -> MappedRow:
         reference=answer,
         options=candidates,
         answer_letter=letter,
-        extra={"sub_task": source, **_keep(row, "video")},
+        extra={"sub_task": source, **_keep(row, "video"), **_segment(row, index)},
     )
+
+
+def _segment(row: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """MVBench's ``start`` / ``end`` (seconds) as a sample clip range, when the row has them."""
+    if row.get("start") is None and row.get("end") is None:
+        return {}
+    try:
+        clip = {k: float(row[c]) for k, c in (("start_s", "start"), ("end_s", "end")) if row.get(c) is not None}
+    except (TypeError, ValueError):
+        raise BenchmarkError(f"row {index}: start/end {row.get('start')!r}/{row.get('end')!r} are not seconds") from None
+    return {"clip": clip}
 
 
 def longvideobench_row(row: Mapping[str, Any], index: int, source: str) -> MappedRow:

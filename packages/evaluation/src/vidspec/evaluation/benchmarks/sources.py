@@ -44,7 +44,8 @@ class Rows:
     description: str
 
 
-def read_rows(path_or_id: str | Path, *, split: str, config: str | None = None, subdir: str | None = None) -> Rows:
+def read_rows(path_or_id: str | Path, *, split: str, config: str | None = None, subdir: str | None = None,
+              data_files: dict[str, str] | None = None) -> Rows:
     """The rows of ``split`` of the dataset at ``path_or_id``.
 
     Args:
@@ -52,6 +53,8 @@ def read_rows(path_or_id: str | Path, *, split: str, config: str | None = None, 
         split: the split to read (ignored for a single file or a single saved ``Dataset``).
         config: hub configuration name; for a folder of files, the file stem to prefer.
         subdir: sub-folder of a local dataset folder to read instead, when it exists.
+        data_files: for a local folder, the file (glob) of each split; a split named there reads only
+            the files that match (none matching is an error naming the pattern).
 
     Raises:
         BenchmarkError: the path does not exist, holds no readable table, lacks the split, or the
@@ -61,17 +64,25 @@ def read_rows(path_or_id: str | Path, *, split: str, config: str | None = None, 
     if path.exists():
         if subdir and (path / subdir).is_dir():
             path = path / subdir
-        return _read_local(path, split=split, config=config)
+        return _read_local(path, split=split, config=config, data_files=data_files)
     if isinstance(path_or_id, str) and _HUB_ID.match(path_or_id):
         return _read_hub(path_or_id, split=split, config=config)
     raise BenchmarkError(f"no such dataset file or folder: {path}")
 
 
-def _read_local(path: Path, *, split: str, config: str | None) -> Rows:
+def _read_local(path: Path, *, split: str, config: str | None, data_files: dict[str, str] | None = None) -> Rows:
     if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
         return _read_saved(path, split)
     if path.is_file():
         return Rows([(row, path.stem) for row in _read_file(path)], path.parent, str(path))
+    if data_files and split in data_files:
+        named = sorted(p for p in path.glob(data_files[split]) if p.is_file())
+        if named:
+            rows = [(row, f.stem) for f in named for row in _read_file(f)]
+            return Rows(rows, path, f"{path} ({', '.join(f.name for f in named)})")
+    # Files another split names (e.g. a test set without answers beside the validation set) are not rows
+    # of this split.
+    others = {p for s, pattern in (data_files or {}).items() if s != split for p in path.glob(pattern)}
     files = sorted(
         p
         for p in path.rglob("*")
@@ -79,8 +90,11 @@ def _read_local(path: Path, *, split: str, config: str | None) -> Rows:
         and p.suffix in DATA_SUFFIXES
         and p.name not in _METADATA
         and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        and p not in others
     )
     if not files:
+        if data_files and split in data_files:
+            raise BenchmarkError(f"{path}: missing {data_files[split]} (the {split!r} split of this benchmark)")
         raise BenchmarkError(
             f"{path} holds no dataset: expected a datasets.save_to_disk folder or "
             f"{'/'.join(DATA_SUFFIXES)} files"

@@ -77,6 +77,18 @@ class TaskSpec:
             several reference wordings per video (SynthVid built with ``--captions-per-video 2``)
             would otherwise decode the same prompt several times, each time alike, and count it
             as several samples.
+        option_format: how one option is written in ``{options}``; fields ``{letter}`` and ``{text}``
+            (``"{letter}. {text}"``; MVBench's lmms-eval prompt uses ``"({letter}) {text}"``).
+        scoring: the multiple-choice reading of :mod:`~vidspec.evaluation.benchmarks.scoring`
+            (``videomme``, ``mvbench``, ``longvideobench``), or None for vidspec's general one.
+            A task with a scoring protocol keeps its prompt exactly (no whitespace is trimmed).
+        judge: the judge protocol of a ``gpt_judge`` task (:mod:`vidspec.evaluation.judge.protocols`):
+            ``detail`` or ``correctness``; None for vidspec's earlier 0-5 score.
+        data_files: for a local dataset folder, the file (a glob relative to the folder) that holds each
+            split, e.g. ``{validation: lvb_val.json}``, so that files beside it (other splits,
+            subtitles) are not read as rows.
+        categories: the ``extra`` fields a report breaks the score down by (e.g. Video-MME's
+            ``duration``, ``domain``, ``task_type``).
     """
 
     name: str
@@ -93,6 +105,11 @@ class TaskSpec:
     video_dirs: tuple[str, ...] = ("",)
     video_extensions: tuple[str, ...] = ()
     one_per_prompt: bool = False
+    option_format: str = "{letter}. {text}"
+    scoring: str | None = None
+    judge: str | None = None
+    data_files: dict[str, str] | None = None
+    categories: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -107,6 +124,18 @@ class TaskSpec:
             ) from None
         object.__setattr__(self, "video_dirs", tuple(self.video_dirs))
         object.__setattr__(self, "video_extensions", tuple(self.video_extensions))
+        object.__setattr__(self, "categories", tuple(self.categories))
+        try:
+            self.option_format.format(letter="A", text="")
+        except (KeyError, IndexError, ValueError) as e:
+            raise BenchmarkError(
+                f"task {self.name}: option_format may only use {{letter}} and {{text}} ({e!r})") from None
+        from vidspec.evaluation.benchmarks.scoring import PROTOCOLS
+
+        if self.scoring is not None and self.scoring not in PROTOCOLS:
+            raise BenchmarkError(f"task {self.name}: scoring must be one of {PROTOCOLS}, got {self.scoring!r}")
+        if self.judge is not None and self.judge not in ("detail", "correctness"):
+            raise BenchmarkError(f"task {self.name}: judge must be detail or correctness, got {self.judge!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, name: str) -> TaskSpec:
