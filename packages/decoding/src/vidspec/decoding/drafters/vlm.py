@@ -66,6 +66,24 @@ class ModelDrafter(DraftPrefillStart):
                         if clip.timestamps else (), fps=clip.fps * len(idx) / clip.num_frames)
         return self.model.prefill(replace(request, clip=small))
 
+    def prepare(self, target, state: TargetState) -> None:
+        # Heads may differ by padding rows (see check_compatible): draft over the shared token ids only,
+        # in the target's row space, so that no padding id is proposed and q has the target's size.
+        from vidspec.decoding.models import real_vocab_size
+
+        n_target = int(getattr(target, "vocab_size", self.model.vocab_size))
+        n_real = real_vocab_size(self.model.tokenizer, min(n_target, self.model.vocab_size))
+        self._rows = None if n_target == self.model.vocab_size else (n_real, n_target)
+        super().prepare(target, state)
+
+    def _choose(self, logits: torch.Tensor) -> tuple[int, torch.Tensor | None]:
+        if getattr(self, "_rows", None) is not None:
+            n_real, n_target = self._rows
+            full = logits.new_full((n_target,), float("-inf"))
+            full[:n_real] = logits[:n_real]
+            logits = full
+        return draft_choice(logits, self.temperature, self.top_p, self.generator)
+
     @torch.inference_mode()
     def propose(self, k: int) -> Proposal:
         state = self._state
@@ -78,7 +96,7 @@ class ModelDrafter(DraftPrefillStart):
         dists: list[torch.Tensor] = []
         out = self.model.verify(state, pending)
         for i in range(k):
-            tok, dist = draft_choice(out.logits[-1], self.temperature, self.top_p, self.generator)
+            tok, dist = self._choose(out.logits[-1])
             tokens.append(tok)
             if dist is not None:
                 dists.append(dist)

@@ -150,14 +150,33 @@ def load_target(
     return _adapter_for(model, tokenizer, name, opts)
 
 
-def check_compatible(target: HFVideoTarget, draft: HFVideoTarget) -> None:
+def real_vocab_size(tokenizer, rows: int) -> int:
+    """How many of an LM head's ``rows`` are tokens: the tokenizer's ids, the rest padding.
+
+    Checkpoints pad their embedding and head to a round number of rows (Qwen2.5-VL-3B has
+    151,936, the 7B 152,064, over one tokenizer of 151,665 ids); rows past the tokenizer are never
+    produced by it.
+    """
+    return min(int(rows), len(tokenizer))
+
+
+def check_compatible(target: HFVideoTarget, draft: HFVideoTarget) -> int:
     """Refuse a draft whose vocabulary differs from the target's (tokens would mean other things).
+
+    Heads that differ only by padding rows are accepted when the two tokenizers are identical: the
+    draft then proposes only real token ids (see :class:`~vidspec.decoding.drafters.ModelDrafter`),
+    so a padding row is never proposed and never accepted.
+
+    Returns:
+        The number of token ids the pair shares (the draft may propose ids below it).
 
     Raises:
         ModelError: naming both models and the difference.
     """
     tv, dv = target.tokenizer.get_vocab(), draft.tokenizer.get_vocab()
-    if target.vocab_size != draft.vocab_size or tv != dv:
+    real_t = real_vocab_size(target.tokenizer, target.vocab_size)
+    real_d = real_vocab_size(draft.tokenizer, draft.vocab_size)
+    if tv != dv or real_t != real_d:
         only_t = len(set(tv) - set(dv))
         only_d = len(set(dv) - set(tv))
         raise ModelError(
@@ -165,7 +184,8 @@ def check_compatible(target: HFVideoTarget, draft: HFVideoTarget) -> None:
             f"(output sizes {draft.vocab_size} vs {target.vocab_size}; {only_d} draft-only and {only_t} "
             f"target-only tokens)"
         )
+    return real_t
 
 
 __all__ = ["FAMILIES", "HFVideoTarget", "Qwen2_5_VLTarget", "LlavaOnevisionTarget", "load_target",
-           "check_compatible", "crop_cache"]
+           "check_compatible", "crop_cache", "real_vocab_size"]
