@@ -16,6 +16,10 @@ Usage::
     cfg = DecodeConfig(k=6, lam=0.5, engine="fast", fast_max_len=4096)
     decoder = build_decoder("lvspec-pst", target="tiny-qwen2.5-vl", config=cfg)
 
+The default engine is ``auto``: :func:`~vidspec.decoding.methods.build_decoder` runs the fast engine on
+CUDA and the eager one (the reference) on CPU, and falls back to eager, with one logged line saying why,
+where the fast engine cannot serve the model or the options (:meth:`DecodeConfig.resolve`).
+
 What a request asks for (temperature, top-p, seed, token budget) is not here: those belong to
 each ``generate`` call, and one decoder serves requests with different sampling settings.
 """
@@ -29,8 +33,8 @@ from typing import Any
 
 from vidspec.decoding.errors import ConfigError
 
-#: ``engine`` choices (``--engine``).
-ENGINES: tuple[str, ...] = ("eager", "fast")
+#: ``engine`` choices (``--engine``): auto picks fast on CUDA and eager elsewhere (:meth:`DecodeConfig.resolve`).
+ENGINES: tuple[str, ...] = ("auto", "eager", "fast")
 #: ``--scorer`` choices: LVSpec's relevance scorers (:class:`~vidspec.decoding.verifiers.factory.RelevanceOptions`).
 SCORERS: tuple[str, ...] = ("cosine", "attention", "probe", "random")
 #: ``--attention-heads`` choices: how the attention scorer reduces its per-head masses.
@@ -114,8 +118,9 @@ class DecodeConfig:
             (control).
         attention_heads: scorer attention: mean or max of the per-head masses.
         probe: scorer probe: safetensors file written by ``ProbeScorer.save``.
-        engine: eager (the Hugging Face modules as loaded, the reference) or fast (static KV cache,
-            CUDA graphs on CUDA; greedy strict output is token-identical).
+        engine: auto (the default: fast on CUDA, eager elsewhere), eager (the Hugging Face modules as
+            loaded, the reference and the CPU path) or fast (static KV cache, CUDA graphs on CUDA;
+            greedy strict output is token-identical).
         fast_max_len: fast engine: KV cache positions (prompt + generated tokens + one verify block).
         fast_gemv: fast engine on CUDA: off (cuBLAS), decode (Triton GEMV for single-token steps) or
             all (verify steps of up to 16 tokens too, split-K).
@@ -145,7 +150,7 @@ class DecodeConfig:
     scorer: str = "cosine"
     attention_heads: str = "mean"
     probe: str | None = None
-    engine: str = "eager"
+    engine: str = "auto"
     fast_max_len: int = DEFAULT_FAST_MAX_LEN
     fast_gemv: str = "off"
     fast_compile: bool = True
@@ -155,6 +160,8 @@ class DecodeConfig:
     tree_top_k: int = DEFAULT_TREE.top_k
     device_rounds: bool = True
     loose_device: bool = True
+    adaptive: bool = True
+    draft_cost: float | None = None
 
     def __post_init__(self) -> None:
         if self.k is not None and (isinstance(self.k, bool) or self.k < 1):
@@ -163,6 +170,8 @@ class DecodeConfig:
             raise ConfigError(f"unknown engine {self.engine!r} (choose from {', '.join(ENGINES)})")
         if self.fast_gemv not in GEMV_MODES:
             raise ConfigError(f"unknown --fast-gemv {self.fast_gemv!r} (choose from {', '.join(GEMV_MODES)})")
+        if self.draft_cost is not None and not 0 <= self.draft_cost:
+            raise ConfigError(f"--draft-cost must be >= 0, got {self.draft_cost}")
         if self.fast_max_len < 1:
             raise ConfigError(f"--fast-max-len must be >= 1, got {self.fast_max_len}")
         if self.draft_vocab is not None and self.draft_vocab < 1:
@@ -218,8 +227,32 @@ class DecodeConfig:
         """The tree methods' shape."""
         return TreeShape(self.tree_total, self.tree_depth, self.tree_top_k)
 
+    def resolve(self, device: str | Any, method: str | None = None) -> tuple[DecodeConfig, str | None]:
+        """This config with ``engine`` made concrete for ``device`` (and ``method``), and why auto fell back.
+
+        ``auto`` becomes ``fast`` on a CUDA device and ``eager`` elsewhere (the fast engine's CUDA graphs
+        and kernels are what make it fast; on CPU eager is the reference and no slower). On CUDA, auto
+        also becomes eager where the options need the eager engine: the attention relevance scorer of
+        the loose methods (the fast engine does not compute attention mass). The second value is then
+        that reason in one line (None when nothing fell back). ``eager`` and ``fast`` stay as given.
+        """
+        if self.engine != "auto":
+            return self, None
+        if not str(device).startswith("cuda"):
+            return self.replace(engine="eager"), None
+        if self.scorer == "attention" and method is not None:
+            from vidspec.decoding.methods import get_method
+
+            if get_method(method).uses_relevance:
+                return (self.replace(engine="eager"),
+                        "--scorer attention needs the attention mass, which only the eager engine computes")
+        return self.replace(engine="fast"), None
+
     def check_device(self, device: str) -> None:
         """Refuse options that cannot apply on ``device`` (the Triton GEMV needs the fast engine on CUDA)."""
+        if self.engine == "auto":  # what auto becomes on this device
+            self.resolve(device)[0].check_device(device)
+            return
         if self.fast_gemv != "off" and (self.engine != "fast" or not str(device).startswith("cuda")):
             raise ConfigError(f"--fast-gemv {self.fast_gemv} needs --engine fast on a CUDA device (Triton kernels), "
                               f"got --engine {self.engine} --device {device}")

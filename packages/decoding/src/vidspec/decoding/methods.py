@@ -34,7 +34,10 @@ For the Sparrow methods ``draft`` is a Sparrow release folder (or a loaded
 :class:`~vidspec.decoding.drafters.sparrow.SparrowDraftModel` or a Sparrow drafter); a release made for
 another target is refused unless ``allow_target_mismatch``.
 
-Engines: ``eager`` runs the family adapters as loaded (the reference); ``fast`` wraps the target
+Engines: ``auto`` (the default) is ``fast`` on CUDA and ``eager`` elsewhere, and falls back to eager with
+one logged line where the fast engine cannot serve the model or the options
+(:meth:`~vidspec.decoding.config.DecodeConfig.resolve`); ``eager`` runs the family adapters as loaded (the
+reference); ``fast`` wraps the target
 (and a draft VLM) in :class:`~vidspec.decoding.fast.FastTarget` (static KV cache, CUDA graphs on
 CUDA; plain FastLM steps on CPU) and uses the fast drafters and strict verifier. Loose verifiers
 are the same classes on either engine. Greedy output of the strict methods is token-identical on both.
@@ -45,6 +48,7 @@ another (:func:`as_fast`), never one FastTarget as both target and draft.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -55,13 +59,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from vidspec.decoding.config import DEFAULT_FAST_MAX_LEN, DecodeConfig, TreeShape
 from vidspec.decoding.drafters import ModelDrafter, NoDrafter
 from vidspec.decoding.errors import ConfigError, ModelError
-from vidspec.decoding.loops.chain import SpeculativeDecoder
+from vidspec.decoding.loops.chain import AdaptiveDraftPolicy, SpeculativeDecoder
 from vidspec.decoding.models import check_compatible, load_target
 from vidspec.decoding.models.tiny import TINY_MODELS
 from vidspec.decoding.verifiers.strict import StrictVerifier
 
 if TYPE_CHECKING:  # pragma: no cover
     from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
+
+log = logging.getLogger(__name__)
 
 DrafterKind = Literal["none", "vlm", "sparrow"]
 VerifierKind = Literal["strict", "lvspec", "lvspec-pst", "fly"]
@@ -354,19 +360,33 @@ def build_decoder(
     if spec.greedy_only and temperature > 0:
         # Checked here, before models load, not at the first round.
         raise ConfigError(f"method {method} is implemented for greedy decoding only; use temperature 0")
-    fast_opts = None
-    if cfg.engine == "fast":
-        fast_opts = {**(cfg.fast_options() or {}), **(fast_options or {})}
-        if spec.is_tree:
-            fast_opts = tree_fast_options(fast_opts, cfg.tree_total)
     if spec.drafter == "sparrow" and draft is None:
         raise ConfigError(f"method {method} needs a Sparrow draft release (--sparrow DIR)")
     if cfg.draft_vocab and spec.drafter != "sparrow":
         raise ConfigError(f"--draft-vocab applies to the Sparrow methods, not to {method}")
     tgt = target if not isinstance(target, str) else load_target(
         target, device=device, dtype=dtype, max_frames=max_frames, relevance_layer=cfg.relevance_layer)
-    if fast_opts is not None:
-        tgt = as_fast(tgt, fast_opts)
+    auto = cfg.engine == "auto"
+    if auto:
+        cfg, why = cfg.resolve(tgt.device if is_fast(tgt) else getattr(tgt, "device", device), method)
+        if is_fast(tgt) and cfg.engine == "eager":  # a FastTarget given: its engine is fast
+            cfg, why = cfg.replace(engine="fast"), None
+        if why:
+            log.warning("engine auto: running the eager engine (%s)", why)
+    fast_opts = None
+    if cfg.engine == "fast":
+        fast_opts = {**(cfg.fast_options() or {}), **(fast_options or {})}
+        if spec.is_tree:
+            fast_opts = tree_fast_options(fast_opts, cfg.tree_total)
+        try:
+            tgt = as_fast(tgt, fast_opts)
+        except (NotImplementedError, ValueError, RuntimeError) as e:
+            if not auto:
+                raise
+            # The fast engine cannot hold this model (e.g. sliding-window layers): the eager reference can.
+            log.warning("engine auto: running the eager engine (the fast engine cannot serve %s: %s)",
+                        getattr(tgt, "name", "this model"), str(e).splitlines()[0] if str(e) else type(e).__name__)
+            cfg, fast_opts = cfg.replace(engine="eager"), None
     b = _Build(spec, tgt, draft, cfg, fast_opts, device, dtype, max_frames, temperature, allow_target_mismatch)
     if spec.is_tree:
         return _tree_decoder(b)
@@ -374,8 +394,9 @@ def build_decoder(
     k = cfg.k if cfg.k is not None else getattr(verifier, "default_k", spec.default_k)
     if spec.drafter == "none":
         k = 0
+    policy = AdaptiveDraftPolicy(draft_cost=cfg.draft_cost) if cfg.adaptive and k > 0 else None
     return SpeculativeDecoder(tgt, _CHAIN_DRAFTERS[spec.drafter](b), verifier, k=k, method=method,
-                              device_rounds=cfg.device_rounds)
+                              device_rounds=cfg.device_rounds, adaptive=policy, engine=cfg.engine)
 
 
 def _draft_vlm(b: _Build):

@@ -116,6 +116,99 @@ class _Event:
     step: StepRecord | None
 
 
+#: The draft cost ratio the adaptive policy assumes until it has timed a host round (device rounds
+#: cannot split draft and verify time): one draft token at 0.15 verify steps is a 2-layer draft of a
+#: 28-layer target plus its per-step overhead.
+DEFAULT_DRAFT_COST = 0.15
+
+
+@dataclass
+class AdaptiveDraftPolicy:
+    """Per-request draft length: shrink K, and stop drafting, when acceptance no longer pays.
+
+    The rule, in units of one target verify step: a round that drafts ``k`` tokens costs about
+    ``1 + k * c`` (``c``: one draft token's time over one verify step's, :attr:`draft_cost`) and
+    emits ``1 + a`` tokens (``a`` accepted drafts), where plain decoding emits one token per unit.
+    Drafting ``k`` pays while ``a > k * c``. The policy keeps ``ema``, an exponential moving average of
+    the accepted drafts per round (weight :attr:`alpha` for the newest round; the request's first
+    round sets it), and after each drafting round, from the :attr:`min_rounds`-th on:
+
+    - ``ema <= k * c``: halve ``k``; at 0 drafting stops for the rest of the request (the drafter is
+      not called again until the next request, so a never-accepted draft leaves plain decoding's
+      cost plus a few rounds);
+    - ``ema >= grow * k`` (nearly every draft accepted) and ``k < K``: double ``k`` (at most K).
+
+    ``c`` is :attr:`draft_cost` when given; otherwise it is measured from the rounds timed on the
+    host (``draft_s / drafted`` over ``verify_s``, the same EMA) and :data:`DEFAULT_DRAFT_COST` until
+    then. The verifier decides as before, so lossless methods stay token-identical to AR whatever K
+    a round uses; a loose method's output can change with K. :meth:`record` reports what happened.
+
+    Attributes:
+        draft_cost: fixed cost ratio ``c`` (None: measured).
+        alpha: EMA weight of the newest round.
+        grow: share of ``k`` the EMA must reach for ``k`` to double.
+        min_rounds: drafting rounds observed before ``k`` may change.
+    """
+
+    draft_cost: float | None = None
+    alpha: float = 0.5
+    grow: float = 0.8
+    min_rounds: int = 2
+
+    def start(self, k_max: int) -> None:
+        """A new request that drafts at most ``k_max`` tokens per round."""
+        self.k_max = self.k = k_max
+        self.ema: float | None = None
+        self.cost: float | None = self.draft_cost
+        self.rounds = 0
+        self.history: list[list[int]] = [[0, k_max]]  # [tokens emitted when k changed, new k]
+        self.stopped_at: int | None = None
+
+    @property
+    def cost_ratio(self) -> float:
+        """The ``c`` in use (given, measured, or the default)."""
+        return DEFAULT_DRAFT_COST if self.cost is None else self.cost
+
+    def update(self, drafted: int, accepted: int, emitted: int, draft_s: float | None, verify_s: float) -> int:
+        """Account one round (``draft_s`` None: a device round, not split) and return the next round's K.
+
+        Args:
+            drafted, accepted: the round's draft length and accepted drafts.
+            emitted: tokens of the request so far (the first included), where a change is recorded.
+            draft_s, verify_s: the round's host seconds of drafting (synchronised) and verifying.
+        """
+        if drafted <= 0 or self.k == 0:
+            return self.k
+        a = float(accepted)
+        self.ema = a if self.ema is None else self.alpha * a + (1 - self.alpha) * self.ema
+        if self.draft_cost is None and draft_s is not None and verify_s > 0:
+            c = (draft_s / drafted) / verify_s
+            self.cost = c if self.cost is None else self.alpha * c + (1 - self.alpha) * self.cost
+        self.rounds += 1
+        if self.rounds < self.min_rounds:
+            return self.k
+        k = self.k
+        if self.ema <= k * self.cost_ratio:
+            k //= 2
+        elif self.ema >= self.grow * k and k < self.k_max:
+            k = min(2 * k, self.k_max)
+        if k != self.k:
+            self.k = k
+            self.history.append([emitted, k])
+            self.rounds = self.min_rounds - 1  # one round at the new K before the next change
+            if k == 0:
+                self.stopped_at = emitted
+        return self.k
+
+    def record(self) -> dict:
+        """What the policy did in the request: ``k_history`` (``[tokens emitted, K from then on]`` pairs,
+        the first at 0), ``drafting_stopped_at`` (tokens emitted when drafting stopped, or None),
+        ``accepted_ema`` and ``draft_cost`` (the ``c`` it ended with)."""
+        return {"k_history": [list(h) for h in self.history], "drafting_stopped_at": self.stopped_at,
+                "accepted_ema": None if self.ema is None else round(self.ema, 4),
+                "draft_cost": round(self.cost_ratio, 4)}
+
+
 def prepare_drafter(drafter, target: TargetModel, state: TargetState) -> float:
     """Run the drafter's prompt-side start (``prepare``, optional in the Drafter protocol) right after the
     target's prefill, before the first token is read back: a Sparrow draft's prompt feed or a draft
@@ -148,12 +241,19 @@ class SpeculativeDecoder:
             them; the draft tokens come back with the acceptance (one synchronisation per round).
             Decisions are the same; only the per-round split changes meaning (``draft_s`` is then the
             host time of the draft's launch and ``verify_s`` includes the draft's device time).
+        adaptive: an :class:`AdaptiveDraftPolicy` choosing each round's K from the request's own
+            acceptance (None: always K). What it did in the last request is :attr:`last_adaptation`.
+        engine: the engine the parts run on ("eager" or "fast"), for records.
     """
 
     def __init__(self, target: TargetModel, drafter: Drafter | None = None, verifier: Verifier | None = None,
-                 k: int = 4, method: str | None = None, device_rounds: bool = True):
+                 k: int = 4, method: str | None = None, device_rounds: bool = True,
+                 adaptive: AdaptiveDraftPolicy | None = None, engine: str | None = None):
         self.target = target
         self.device_rounds = device_rounds
+        self.adaptive = adaptive
+        self.engine = engine or ("fast" if callable(getattr(target, "verify_device", None)) else "eager")
+        self._adapted = False  # whether the policy ran in the last request
         self.drafter = drafter or NoDrafter()
         self.verifier = verifier or StrictVerifier()
         if k < 0:
@@ -171,6 +271,12 @@ class SpeculativeDecoder:
                         f"{getattr(target, 'name', type(target).__name__)!r} does not compute "
                         f"(it provides {', '.join(sorted(provides))})"
                     )
+
+    @property
+    def last_adaptation(self) -> dict | None:
+        """What the adaptive policy did in the last request (:meth:`AdaptiveDraftPolicy.record`; None when
+        no policy ran: AR, no policy, or the request ended at its first token)."""
+        return self.adaptive.record() if self._adapted and self.adaptive is not None else None
 
     def _generator(self, max_new_tokens: int, temperature: float, top_p: float,
                    seed: int | None) -> torch.Generator | None:
@@ -225,6 +331,7 @@ class SpeculativeDecoder:
         need_verify = frozenset(drafter.need | verifier.need)
         need_prefill = need_verify | ({"visual"} if "mid" in verifier.need else frozenset())
 
+        self._adapted = False
         _sync(device)
         t0 = time.perf_counter()
         state = target.prefill(request, need_prefill)
@@ -252,11 +359,16 @@ class SpeculativeDecoder:
         on_device = (self.device_rounds and temperature <= 0 and callable(getattr(drafter, "propose_device", None))
                      and callable(getattr(target, "verify_device", None)))
         max_draft = getattr(drafter, "max_draft", self.k)  # a FastModelDrafter drafts any k on the device
+        policy = self.adaptive if self.k > 0 else None
+        self._adapted = policy is not None
+        if policy is not None:
+            policy.start(self.k)
+        k_now = self.k  # the policy's K (0 once drafting stopped for this request)
 
         def next_round(emitted: int):
             """The next round's K (a round emits at most K + 1: never draft past the budget) and, for a
             device round, its draft launched now (None: the round drafts on the host)."""
-            k = min(self.k, max_new_tokens - emitted - 1)
+            k = min(k_now, max_new_tokens - emitted - 1)
             return k, (drafter.propose_device(k) if on_device and 1 <= k <= max_draft else None)  # type: ignore[attr-defined]
 
         x_last = first
@@ -268,6 +380,10 @@ class SpeculativeDecoder:
                 out = target.verify_device(state, x_last, toks, need_verify)  # type: ignore[attr-defined]
                 proposal = Proposal(tuple(out.draft_tokens()))  # the round's one synchronisation
                 drafter.set_draft(list(proposal.tokens))  # type: ignore[attr-defined]
+            elif k_now == 0 and policy is not None:  # drafting stopped for this request: plain decoding
+                proposal = Proposal(())
+                tv = time.perf_counter()
+                out = target.verify(state, [x_last], need_verify)
             else:
                 proposal = drafter.propose(k)
                 _sync(device)
@@ -277,12 +393,16 @@ class SpeculativeDecoder:
             n = decision.n_accepted
             # The cache covers x_last + d_1..d_K; keep x_last + d_1..d_n (next_token is not in it).
             target.rollback(state, state.length - len(proposal.tokens) + n)
-            drafter.commit(n, decision.next_token, out)
+            if k_now > 0 or policy is None:
+                drafter.commit(n, decision.next_token, out)
             if toks is None:
                 _sync(device)  # a device round was read back in full above; a host round may have work queued
             te = time.perf_counter()
             new, stop = clip_at_stop([*proposal.tokens[:n], decision.next_token], eos, emitted, max_new_tokens)
             x_last = decision.next_token
+            if policy is not None and k_now > 0:
+                k_now = policy.update(len(proposal.tokens), n, emitted + len(new),
+                                      None if toks is not None else tv - ts, te - tv)
             if stop is None:  # launch the next round's draft before this round's bookkeeping: the GPU drafts meanwhile
                 k, toks = next_round(emitted + len(new))
             kinds = decision.kinds[: len(new)]
