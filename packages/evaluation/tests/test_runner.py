@@ -29,7 +29,9 @@ def test_every_sample_and_method_recorded_with_the_schema(run):
     assert {(r["sample_id"], r["method"]) for r in records} == {
         (s, m) for s in {r["sample_id"] for r in records} for m in METHODS}
     for r in records:
-        assert set(r) == set(typing.get_type_hints(SampleRecord)), "records follow the TypedDict exactly"
+        hints = set(typing.get_type_hints(SampleRecord))
+        # Every field but the benchmark-dependent ones (a scoring protocol's scorer, categories) is always there.
+        assert hints - {"scorer", "categories"} <= set(r) <= hints, "records follow the TypedDict"
         assert r["num_new_tokens"] == len(r["token_ids"]) >= 1
         assert r["wall_s"] >= r["prefill_s"] + r["decode_s"] > 0
         assert r["fact_precision"] is not None and r["metric"] == "synthvid_facts"

@@ -51,6 +51,7 @@ def evaluate(
     judge_model: str | None = None,
     no_progress: bool = False,
     report: bool = True,
+    shard: str | None = None,
     decode: DecodeConfig | None = None,
 ) -> int:
     """Run decoding methods side by side on a benchmark (AR first as the baseline); resumable.
@@ -82,6 +83,8 @@ def evaluate(
         judge_model: judge model name.
         no_progress: hide progress bars.
         report: write report.md, plots and TensorBoard scalars into the run folder at the end.
+        shard: i/n: run part i (from 0) of n disjoint parts of the samples (by sample id), e.g. one per GPU,
+            each with its own --out; `vidspec report` on their parent folder merges them into one table.
         decode: how every method decodes (:class:`~vidspec.decoding.config.DecodeConfig`); on the command
             line and in recipes its fields are options of their own (``--k``, ``--lam``, ``--engine``,
             ``--tree-total``, ...). Recorded in the run's config.json; resuming refuses a change of any
@@ -100,7 +103,7 @@ def evaluate(
         draft=draft, sparrow=sparrow, allow_target_mismatch=allow_target_mismatch, methods=tuple(chosen),
         sparrow_k=sparrow_k, max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype,
         decode=decode or DecodeConfig(), share_video=share_video, warmup=warmup, judge=judge,
-        judge_base_url=judge_base_url, judge_model=judge_model, progress=not no_progress,
+        judge_base_url=judge_base_url, judge_model=judge_model, progress=not no_progress, shard=shard,
     )
     summary = run_eval(cfg)
     print(markdown_table(summary["methods"]))

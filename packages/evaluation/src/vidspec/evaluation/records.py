@@ -117,6 +117,8 @@ class SampleRecord(TypedDict):
     verify_ms_per_round: NotRequired[float | None]
     drafter: NotRequired[str]
     rounds: NotRequired[list[list[int]]]
+    scorer: NotRequired[str]
+    categories: NotRequired[dict[str, str]]
 
 
 class JudgementRecord(TypedDict):
@@ -129,6 +131,9 @@ class JudgementRecord(TypedDict):
     judge_status: str
     judge_model: str
     judge_reply: str
+    judge_protocol: NotRequired[str]
+    judge_prompt_version: NotRequired[str]
+    judge_correct: NotRequired[bool | None]
 
 
 class MethodSummary(TypedDict):
@@ -156,6 +161,7 @@ class MethodSummary(TypedDict):
     hallucinations_per_sample: float | None
     judge_score: float | None
     judge_unparsable: int
+    judge_accuracy: NotRequired[float | None]
     loose_accepted: int
     shift_accepted: int
     begin_ms: NotRequired[float | None]
@@ -373,7 +379,8 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
     def score_of(rec: dict) -> float | None:
         j = judgements.get((rec["sample_id"], rec["method"]))
         if rec["metric"] == "gpt_judge":
-            return j["judge_score"] if j and j["judge_status"] == "ok" else None
+            # An unreadable reply counts only where its protocol scores it (lmms-eval's: 0).
+            return j["judge_score"] if j else None
         return rec["score"]
 
     scored = [(score_of(r), score_of(a)) for r, a in paired]
@@ -413,8 +420,9 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
         fact_precision=_mean(r["fact_precision"] for r in records),
         fact_recall=_mean(r["fact_recall"] for r in records),
         hallucinations_per_sample=_mean(halls) if halls else None,
-        judge_score=_mean(j["judge_score"] for j in judged if j["judge_status"] == "ok"),
+        judge_score=_mean(j["judge_score"] for j in judged),
         judge_unparsable=sum(j["judge_status"] != "ok" for j in judged),
+        judge_accuracy=_mean(float(j["judge_correct"]) for j in judged if j.get("judge_correct") is not None),
         loose_accepted=sum(r["loose_accepted"] for r in records),
         shift_accepted=sum(r["shift_accepted"] for r in records),
         **split,
@@ -459,6 +467,33 @@ def summarize(records: list[dict], methods: Iterable[str] | None = None,
         if recs:
             out[m] = summarize_method(m, recs, ar, jmap)
     return out
+
+
+def category_scores(records: list[dict], methods: Iterable[str], judgements: list[dict] | None = None
+                    ) -> dict[str, dict[str, dict[str, tuple[float, int]]]]:
+    """Per-category scores: ``{category: {value: {method: (mean score, n)}}}``.
+
+    The categories are those the records carry (``categories``, from the task's ``categories`` key:
+    Video-MME's duration, domain and task type; MVBench's sub-task; LongVideoBench's duration group
+    and question category; MovieChat's global / breakpoint). The score is a record's MCQ correctness
+    or its judge score (as in :func:`summarize_method`); unscored records are left out.
+    """
+    jmap = {(j["sample_id"], j["method"]): j for j in (judgements or [])}
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for r in records:
+        if r["metric"] == "gpt_judge":
+            j = jmap.get((r["sample_id"], r["method"]))
+            score = j["judge_score"] if j else None
+        else:
+            score = r["score"]
+        if score is None:
+            continue
+        for cat, value in (r.get("categories") or {}).items():
+            out.setdefault(cat, {}).setdefault(value, {}).setdefault(r["method"], []).append(float(score))
+    order = list(methods)
+    return {cat: {value: {m: (sum(v[m]) / len(v[m]), len(v[m])) for m in order if m in v}
+                  for value, v in sorted(values.items())}
+            for cat, values in out.items()}
 
 
 def run_file(run: str | Path, name: str) -> Path:

@@ -4,6 +4,7 @@ Usage::
 
     vidspec report runs/sv                # one run folder (it holds records.jsonl)
     vidspec report runs/                  # every run folder below: one table per benchmark
+    vidspec report runs/videomme          # shard folders below (vidspec eval --shard i/n): merged into one table
 
 Writes ``DIR/report.md`` (a Markdown table per benchmark, the metric conventions stated),
 ``DIR/plots/<benchmark>-{pareto,tau,acceptance}.png`` and TensorBoard scalars under ``DIR/tb``.
@@ -14,13 +15,22 @@ the samples done.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import METHODS, method_names
-from vidspec.evaluation.records import CONVENTIONS, MethodSummary, iter_runs, read_jsonl, run_file, summarize
+from vidspec.evaluation.records import (
+    CONVENTIONS,
+    MethodSummary,
+    category_scores,
+    iter_runs,
+    read_jsonl,
+    run_file,
+    summarize,
+)
 
 
 @dataclass
@@ -34,6 +44,7 @@ class RunData:
         summary: its ``summary.json`` (empty when missing): git, versions, machine.
         records: its sample records.
         methods: per-method aggregates recomputed from the records.
+        judgements: its judge verdicts (``judgements.jsonl``).
     """
 
     path: Path
@@ -42,6 +53,7 @@ class RunData:
     summary: dict[str, Any]
     records: list[dict]
     methods: dict[str, MethodSummary]
+    judgements: list[dict] = field(default_factory=list)
 
 
 def load_run(path: str | Path) -> RunData:
@@ -54,7 +66,44 @@ def load_run(path: str | Path) -> RunData:
     benchmark = (records[0]["benchmark"] if records else None) or config.get("benchmark") or path.name
     order = [m for m in METHODS if any(r["method"] == m for r in records)]
     order += [m for m in dict.fromkeys(r["method"] for r in records) if m not in order]
-    return RunData(path, benchmark, config, summary, records, summarize(records, order, judgements))
+    return RunData(path, benchmark, config, summary, records, summarize(records, order, judgements), judgements)
+
+
+#: Config fields in which the parts of one sharded run differ (or may: each was resumed on its own).
+_PER_SHARD = frozenset({"out", "shard", "progress", "warmup", "judge", "judge_base_url", "judge_model"})
+
+
+def merge_shards(runs: list[RunData]) -> list[RunData]:
+    """The runs with the parts of each sharded run (``vidspec eval --shard i/n``) merged into one.
+
+    Parts belong together when their configs agree on everything but :data:`_PER_SHARD` and their
+    shard counts match; their records and verdicts are pooled, so the merged run's table is the one a
+    single process over all samples would have written (each sample is in one part only, with its AR
+    record beside it). A set of parts with one missing is merged too, and its header says which parts
+    it holds. Unsharded runs are returned as they are.
+    """
+    groups: dict[str, list[RunData]] = {}
+    out: list[RunData] = []
+    for run in runs:
+        shard = run.config.get("shard")
+        if not shard:
+            out.append(run)
+            continue
+        key = json.dumps({**{k: v for k, v in run.config.items() if k not in _PER_SHARD},
+                          "n_parts": str(shard).split("/")[-1]}, sort_keys=True, default=str)
+        groups.setdefault(key, []).append(run)
+    for parts in groups.values():
+        parts.sort(key=lambda r: int(str(r.config["shard"]).split("/")[0]))
+        records = [r for p in parts for r in p.records]
+        judgements = [j for p in parts for j in p.judgements]
+        order = list(dict.fromkeys(m for p in parts for m in p.methods))
+        n = str(parts[0].config["shard"]).split("/")[-1]
+        held = ",".join(str(p.config["shard"]).split("/")[0] for p in parts)
+        config = {**parts[0].config, "shard": None, "shards": f"parts {held} of {n}"}
+        common = Path(os.path.commonpath([str(p.path) for p in parts]))
+        out.append(RunData(common, parts[0].benchmark, config, parts[0].summary, records,
+                           summarize(records, order, judgements), judgements))
+    return out
 
 
 def _f(x: float | None, fmt: str = "{:.2f}", suffix: str = "") -> str:
@@ -89,13 +138,29 @@ def markdown_table(methods: dict[str, MethodSummary]) -> str:
     return "\n".join(lines)
 
 
+def category_tables(run: RunData) -> str:
+    """One table per category the records carry (e.g. Video-MME by duration, domain and task type):
+    each value's score per method, with its sample count. Empty when the records carry none."""
+    methods = list(run.methods)
+    blocks = []
+    for cat, values in category_scores(run.records, methods, run.judgements).items():
+        shown = [m for m in methods if any(m in v for v in values.values())]
+        head = f"| {cat} | " + " | ".join(shown) + " |"
+        lines = [f"**By {cat}**", "", head, "|" + "---|" * (len(shown) + 1)]
+        for value, per in values.items():
+            cells = [f"{per[m][0]:.3f} (n={per[m][1]})" if m in per else "n/a" for m in shown]
+            lines.append(f"| {value or '(none)'} | " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def _run_header(run: RunData) -> str:
     cfg, summ = run.config, run.summary
     machine = summ.get("machine", {})
     models = cfg.get("models") or summ.get("config", {}).get("models") or {}
     where = machine.get("gpu") or machine.get("cpu") or "unknown machine"
     parts = [
-        f"- run: `{run.path}`",
+        f"- run: `{run.path}`" + (f" ({cfg['shards']}, merged)" if cfg.get("shards") else ""),
         f"- target `{cfg.get('target')}`, draft `{models.get('draft', cfg.get('draft'))}`, Sparrow "
         f"`{models.get('sparrow', cfg.get('sparrow'))}`; K = {(cfg.get('decode') or cfg).get('k') or 'method default'}; "
         f"max new tokens {cfg.get('max_new_tokens') or 'task default'}",
@@ -220,6 +285,8 @@ def render_markdown(runs: list[RunData], plot_paths: dict[str, list[Path]], base
            "models do).", ""]
     for run in runs:
         out += [f"## {run.benchmark}", "", _run_header(run), "", markdown_table(run.methods), ""]
+        if cats := category_tables(run):
+            out += [cats, ""]
         for p in plot_paths.get(str(run.path), []):
             rel = p.relative_to(base) if p.is_relative_to(base) else p
             out.append(f"![{p.stem}]({rel})")
@@ -238,7 +305,7 @@ def write_report(path: str | Path, plots: bool = True, tensorboard: bool = True)
     """
     base = Path(path)
     runs = [load_run(p) for p in iter_runs(base)]
-    runs = [r for r in runs if r.records]
+    runs = merge_shards([r for r in runs if r.records])
     if not runs:
         raise ConfigError(f"{base}: no evaluation results (records.jsonl) found there or in its subfolders")
     plot_paths: dict[str, list[Path]] = {}

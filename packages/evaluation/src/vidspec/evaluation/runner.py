@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -47,6 +48,7 @@ from vidspec.decoding.methods import (
 )
 from vidspec.decoding.types import GenerationResult, Request
 from vidspec.evaluation.benchmarks import Sample, get_task, load_benchmark
+from vidspec.evaluation.benchmarks.clips import read_sample_video
 from vidspec.evaluation.records import (
     CONVENTIONS,
     SCHEMA_VERSION,
@@ -76,7 +78,8 @@ ADDED_DEFAULTS: dict[str, Any] = {"engine": "eager", "scorer": "cosine", "attent
                                   "draft_vocab": None, "eps": 0.01, "top_k": 5,
                                   "tree_total": DecodeConfig.tree_total, "tree_depth": DecodeConfig.tree_depth,
                                   "tree_top_k": DecodeConfig.tree_top_k, "device_rounds": True, "loose_device": False,
-                                  "sparrow_k": None, "fast_gemv": "off", "fast_compile": True, "share_video": False}
+                                  "sparrow_k": None, "fast_gemv": "off", "fast_compile": True, "share_video": False,
+                                  "shard": None}
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class EvalConfig:
         judge_base_url: judge API root (overrides the environment).
         judge_model: judge model name (overrides the environment).
         progress: show progress bars.
+        shard: ``"i/n"``: run only part ``i`` (0-based) of ``n`` disjoint parts of the samples
+            (:func:`shard_samples`), each part in its own ``out`` folder and resumable as any run;
+            ``vidspec report`` merges the parts' folders into the table one run would give.
     """
 
     benchmark: str
@@ -140,6 +146,7 @@ class EvalConfig:
     judge_base_url: str | None = None
     judge_model: str | None = None
     progress: bool = True
+    shard: str | None = None
 
     def __post_init__(self) -> None:
         methods = tuple(self.methods.split(",")) if isinstance(self.methods, str) else tuple(self.methods)
@@ -153,6 +160,8 @@ class EvalConfig:
         if isinstance(self.decode, dict):  # from a config.json or a recipe
             object.__setattr__(self, "decode", DecodeConfig(**self.decode))
         decode = self.decode
+        if self.shard is not None:
+            parse_shard(self.shard)
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"--limit must be >= 1, got {self.limit}")
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
@@ -199,6 +208,31 @@ class EvalConfig:
     def flat(self) -> dict[str, Any]:
         """:meth:`to_dict` with the decode fields at the top level (how resumption compares configs)."""
         return _flatten(self.to_dict())
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """``"i/n"`` -> ``(i, n)`` with ``0 <= i < n``; a ConfigError otherwise."""
+    try:
+        i, n = (int(x) for x in str(shard).split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard must be i/n (e.g. 0/8), got {shard!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise ConfigError(f"--shard {shard}: needs 0 <= i < n (parts are numbered from 0)")
+    return i, n
+
+
+def shard_samples(samples: list[Sample], shard: str | None) -> list[Sample]:
+    """Part ``i`` of ``n`` of ``samples`` (``shard = "i/n"``): the samples whose id hashes to ``i`` mod ``n``.
+
+    The part of a sample depends on its id alone (SHA-256), not on order or on the other samples: the
+    parts are disjoint, together they are all samples, and a rerun (resumed, or with more samples)
+    puts every sample in the same part. ``--limit`` cuts the benchmark before it is split, so the
+    parts of a limited run are the parts of the same first N samples.
+    """
+    if shard is None:
+        return samples
+    i, n = parse_shard(shard)
+    return [s for s in samples if int(hashlib.sha256(s.sample_id.encode()).hexdigest()[:16], 16) % n == i]
 
 
 def _flatten(d: dict[str, Any]) -> dict[str, Any]:
@@ -394,7 +428,7 @@ def read_clip(decoder, sample: Sample) -> tuple[Any, float]:
     """Read a sample's video for ``decoder``'s target; returns (clip, seconds), the device synchronised first."""
     _sync(decoder.target.device)
     t0 = time.perf_counter()
-    clip = decoder.target.read_video(sample.video_path)
+    clip = read_sample_video(decoder.target, sample)  # the sample's range (a breakpoint, a segment) if it has one
     return clip, time.perf_counter() - t0
 
 
@@ -428,7 +462,13 @@ def fidelity(sample: Sample, text: str) -> dict[str, Any]:
     """Offline fidelity fields of one output: MCQ correctness or the SynthVid fact judge."""
     out: dict[str, Any] = dict(score=None, correct=None, choice=None, fact_precision=None, fact_recall=None,
                                fact_hallucinations=None, hallucinated=[])
-    if sample.metric == "mcq_accuracy":
+    if sample.metric == "mcq_accuracy" and sample.extra.get("scoring"):
+        from vidspec.evaluation.benchmarks.scoring import score_mcq
+
+        # The benchmark's lmms-eval reading (lmms-eval's own functions where it is installed).
+        scored = score_mcq(sample.extra["scoring"], text, sample.answer_letter, len(sample.options), sample.sample_id)
+        out.update(choice=scored["choice"], correct=scored["correct"], score=scored["score"], scorer=scored["scorer"])
+    elif sample.metric == "mcq_accuracy":
         from vidspec.evaluation.synthvid.mcq import extract_choice
 
         letters = "ABCDEFGHIJ"[: len(sample.options)] or "ABCD"
@@ -500,6 +540,8 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
         drafter=drafter,
         rounds=[[s.drafted, s.accepted, s.emitted] for s in steps],
     )
+    if sample.extra.get("categories"):
+        rec["categories"] = dict(sample.extra["categories"])
     if ar is not None and method != "ar":
         rec["dsr"], rec["esr"] = speedups(rec, ar)
         rec["token_identical_to_ar"] = rec["token_ids"] == ar["token_ids"]
@@ -642,6 +684,7 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
         samples = load_benchmark(config.benchmark, config.data, config.split, config.limit, video_dir=config.video_dir)
     elif config.limit is not None:
         samples = samples[: config.limit]
+    samples = shard_samples(samples, config.shard)
 
     records = JsonlLog(out / "records.jsonl")
     todo = [(s, m) for s in samples for m in config.methods if (s.sample_id, m) not in records]
@@ -704,10 +747,12 @@ def judge_run(config: EvalConfig, out: Path, samples: list[Sample]) -> None:
         bar = _progress(len(todo), "judge", config.progress)
         for r in todo:
             s = by_id[r["sample_id"]]
-            v = judge.judge(s.question, answer=r["text"], reference=s.reference)
+            v = judge.judge(s.question, answer=r["text"], reference=s.reference,
+                            protocol=s.extra.get("judge_protocol"))
             log_.append(JudgementRecord(schema=SCHEMA_VERSION, sample_id=r["sample_id"], method=r["method"],
                                         judge_score=v.score, judge_status=v.status, judge_model=v.model,
-                                        judge_reply=v.reply[:300]))
+                                        judge_reply=v.reply[:300], judge_protocol=v.protocol,
+                                        judge_prompt_version=v.prompt_version, judge_correct=v.correct))
             bar.update(1)
         bar.close()
 

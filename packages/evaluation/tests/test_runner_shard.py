@@ -1,0 +1,70 @@
+"""``vidspec eval --shard i/n``: deterministic disjoint parts, each resumable, merged by the report into one table."""
+
+from __future__ import annotations
+
+import pytest
+
+from vidspec.decoding.errors import ConfigError
+from vidspec.evaluation.benchmarks import load_benchmark
+from vidspec.evaluation.records import read_jsonl
+from vidspec.evaluation.report import iter_runs, load_run, merge_shards
+from vidspec.evaluation.runner import EvalConfig, parse_shard, run_eval, shard_samples
+
+#: Fields of a method's summary that do not depend on timing.
+STABLE = ("n_samples", "n_with_ar", "tau", "tau_min", "tau_max", "acceptance_by_position", "mean_new_tokens",
+          "token_identical_share", "score", "ar_score", "retention", "accuracy", "fact_precision", "fact_recall")
+
+
+def test_parts_are_disjoint_complete_and_stable(synthvid):
+    samples = load_benchmark("synthvid_captions", synthvid)
+    parts = [shard_samples(samples, f"{i}/3") for i in range(3)]
+    ids = [s.sample_id for p in parts for s in p]
+    assert sorted(ids) == sorted(s.sample_id for s in samples) and len(set(ids)) == len(ids)
+    # A sample's part depends on its id alone: order and the other samples do not matter.
+    assert shard_samples(samples[::-1], "1/3") == parts[1][::-1]
+    assert shard_samples(samples, None) == samples
+    assert parse_shard("2/8") == (2, 8)
+    for bad in ("8/8", "a/b", "1", "-1/2"):
+        with pytest.raises(ConfigError, match="--shard"):
+            parse_shard(bad)
+
+
+def test_two_shards_merge_into_the_table_of_one_run(synthvid, tmp_path):
+    common = dict(benchmark="synthvid_captions", data=str(synthvid), methods="ar,sd", max_new_tokens=8,
+                  progress=False, warmup=False)
+    one = run_eval(EvalConfig.from_flags(out=str(tmp_path / "one"), **common))
+    for i in range(2):
+        run_eval(EvalConfig.from_flags(out=str(tmp_path / "parts" / f"shard{i}"), shard=f"{i}/2", **common))
+    sizes = [len({r["sample_id"] for r in read_jsonl(tmp_path / "parts" / f"shard{i}" / "records.jsonl")})
+             for i in range(2)]
+    assert sum(sizes) == one["n_samples"]
+    # Resuming a part decodes nothing more; another part in the same folder is refused.
+    again = run_eval(EvalConfig.from_flags(out=str(tmp_path / "parts" / "shard0"), shard="0/2", **common))
+    assert again["n_samples"] == sizes[0]
+    with pytest.raises(ConfigError, match="another config"):
+        run_eval(EvalConfig.from_flags(out=str(tmp_path / "parts" / "shard0"), shard="1/2", **common))
+
+    (merged,) = merge_shards([load_run(p) for p in iter_runs(tmp_path / "parts")])
+    assert merged.config["shards"] == "parts 0,1 of 2"
+    single = load_run(tmp_path / "one")
+    assert list(merged.methods) == list(single.methods) == ["ar", "sd"]
+    for m in single.methods:
+        for key in STABLE:
+            assert merged.methods[m][key] == pytest.approx(single.methods[m][key]), (m, key)
+
+
+def test_fidelity_uses_the_benchmark_reading_and_reports_categories(tmp_path):
+    from vidspec.evaluation.benchmarks.types import Sample
+    from vidspec.evaluation.report import RunData, category_tables
+    from vidspec.evaluation.runner import fidelity
+
+    s = Sample(sample_id="q1", video_path="v.mp4", prompt="p", reference="Two.", options=("One.", "Two.", "Three."),
+               answer_letter="B", metric="mcq_accuracy",
+               extra={"scoring": "mvbench", "categories": {"sub_task": "object_shuffle"}})
+    out = fidelity(s, "(b) two")
+    assert (out["choice"], out["correct"], out["score"]) == ("B", True, 1.0) and out["scorer"].endswith("mvbench")
+    recs = [dict(sample_id="q1", method=m, metric="mcq_accuracy", score=1.0, categories={"sub_task": "object_shuffle"})
+            for m in ("ar", "sd")]
+    run = RunData(tmp_path, "mvbench", {}, {}, recs, {"ar": {}, "sd": {}})
+    table = category_tables(run)
+    assert "**By sub_task**" in table and "| object_shuffle | 1.000 (n=1) | 1.000 (n=1) |" in table
