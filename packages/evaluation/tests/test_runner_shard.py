@@ -68,3 +68,58 @@ def test_fidelity_uses_the_benchmark_reading_and_reports_categories(tmp_path):
     run = RunData(tmp_path, "mvbench", {}, {}, recs, {"ar": {}, "sd": {}})
     table = category_tables(run)
     assert "**By sub_task**" in table and "| object_shuffle | 1.000 (n=1) | 1.000 (n=1) |" in table
+
+
+class _SlowCanned:
+    """A judge model that answers {'score': 4} after a pause, counting requests in flight."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        import threading
+
+        self.lock = threading.Lock()
+        self.now = self.peak = 0
+
+    def complete(self, messages, max_tokens):
+        import time
+
+        with self.lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        time.sleep(0.3)
+        with self.lock:
+            self.now -= 1
+        return "{'score': 4}"
+
+
+def test_judge_requests_run_concurrently_and_bounded(synthvid, tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from vidspec.evaluation.runner import judge_run
+    from vidspec.evaluation.testing.server import ChatCompletionsServer
+
+    cfg = EvalConfig.from_flags(benchmark="synthvid_captions", data=str(synthvid), methods="ar", max_new_tokens=4,
+                                progress=False, warmup=False, out=str(tmp_path / "run"))
+    run_eval(cfg)
+    samples = load_benchmark("synthvid_captions", synthvid)
+    # Four distinct questions to judge: the same outputs against other references.
+    more = [s.__class__(**{**s.__dict__, "sample_id": f"{s.sample_id}~{i}", "reference": f"{s.reference} ({i})"})
+            for s in samples for i in range(2)]
+    recs = read_jsonl(tmp_path / "run" / "records.jsonl")
+    from vidspec.evaluation.records import JsonlLog
+
+    with JsonlLog(tmp_path / "run" / "records.jsonl") as log_:
+        for s in more:
+            base = next(r for r in recs if s.sample_id.startswith(r["sample_id"]))
+            log_.append({**base, "sample_id": s.sample_id})
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = _SlowCanned()
+    with ChatCompletionsServer(model) as server:
+        from dataclasses import replace
+
+        jcfg = replace(cfg, judge=True, judge_base_url=server.base_url, judge_model="slow", judge_workers=2)
+        judge_run(jcfg, Path(cfg.out), samples + more)
+    judged = read_jsonl(tmp_path / "run" / "judgements.jsonl")
+    assert len(judged) == len(samples) + len(more)
+    assert model.peak == 2, "requests overlap, never more than judge_workers"

@@ -52,6 +52,7 @@ def evaluate(
     no_progress: bool = False,
     report: bool = True,
     shard: str | None = None,
+    judge_workers: int = 8,
     decode: DecodeConfig | None = None,
 ) -> int:
     """Run decoding methods side by side on a benchmark (AR first as the baseline); resumable.
@@ -85,6 +86,7 @@ def evaluate(
         report: write report.md, plots and TensorBoard scalars into the run folder at the end.
         shard: i/n: run part i (from 0) of n disjoint parts of the samples (by sample id), e.g. one per GPU,
             each with its own --out; `vidspec report` on their parent folder merges them into one table.
+        judge_workers: judge requests in flight at once (each retried as before; verdicts cached).
         decode: how every method decodes (:class:`~vidspec.decoding.config.DecodeConfig`); on the command
             line and in recipes its fields are options of their own (``--k``, ``--lam``, ``--engine``,
             ``--tree-total``, ...). Recorded in the run's config.json; resuming refuses a change of any
@@ -104,6 +106,7 @@ def evaluate(
         sparrow_k=sparrow_k, max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype,
         decode=decode or DecodeConfig(), share_video=share_video, warmup=warmup, judge=judge,
         judge_base_url=judge_base_url, judge_model=judge_model, progress=not no_progress, shard=shard,
+        judge_workers=judge_workers,
     )
     summary = run_eval(cfg)
     print(markdown_table(summary["methods"]))

@@ -29,6 +29,7 @@ import os
 import platform
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -70,7 +71,7 @@ RANDOM_SPARROW = "random"
 #: Config fields that may change between a run and its resumption; any other change would mix
 #: incomparable records in one folder, so it is refused.
 RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", "judge", "judge_base_url",
-                               "judge_model", "fast_max_len"})
+                               "judge_model", "fast_max_len", "judge_workers"})
 #: Values of config fields added after runs were recorded without them (resuming such a run is allowed
 #: when the new value is this default). Decode fields are compared flat (a run folder written before
 #: the config nested them under ``decode`` holds them at the top level).
@@ -121,6 +122,7 @@ class EvalConfig:
         shard: ``"i/n"``: run only part ``i`` (0-based) of ``n`` disjoint parts of the samples
             (:func:`shard_samples`), each part in its own ``out`` folder and resumable as any run;
             ``vidspec report`` merges the parts' folders into the table one run would give.
+        judge_workers: judge requests in flight at once (each with its retries; the cache is shared).
     """
 
     benchmark: str
@@ -147,6 +149,7 @@ class EvalConfig:
     judge_model: str | None = None
     progress: bool = True
     shard: str | None = None
+    judge_workers: int = 8
 
     def __post_init__(self) -> None:
         methods = tuple(self.methods.split(",")) if isinstance(self.methods, str) else tuple(self.methods)
@@ -744,16 +747,24 @@ def judge_run(config: EvalConfig, out: Path, samples: list[Sample]) -> None:
     jcfg = JudgeConfig.from_env(base_url=config.judge_base_url, model=config.judge_model)
     with JsonlLog(out / "judgements.jsonl") as log_, GPTJudge(jcfg, cache=out / "judge_cache.jsonl") as judge:
         todo = [r for r in records if (r["sample_id"], r["method"]) not in log_]
-        bar = _progress(len(todo), "judge", config.progress)
+        # One request per distinct question (identical outputs, e.g. the strict methods repeating AR,
+        # share it), at most judge_workers in flight; each keeps the client's retries and the cache.
+        asks: dict[tuple, list[dict]] = {}
         for r in todo:
             s = by_id[r["sample_id"]]
-            v = judge.judge(s.question, answer=r["text"], reference=s.reference,
-                            protocol=s.extra.get("judge_protocol"))
-            log_.append(JudgementRecord(schema=SCHEMA_VERSION, sample_id=r["sample_id"], method=r["method"],
-                                        judge_score=v.score, judge_status=v.status, judge_model=v.model,
-                                        judge_reply=v.reply[:300], judge_protocol=v.protocol,
-                                        judge_prompt_version=v.prompt_version, judge_correct=v.correct))
-            bar.update(1)
+            asks.setdefault((s.question, r["text"], s.reference, s.extra.get("judge_protocol")), []).append(r)
+        bar = _progress(len(todo), "judge", config.progress)
+        with ThreadPoolExecutor(max_workers=max(1, config.judge_workers)) as pool:
+            futures = {pool.submit(judge.judge, key[0], answer=key[1], reference=key[2], protocol=key[3]): key
+                       for key in asks}
+            for fut in as_completed(futures):
+                v = fut.result()  # a JudgeError ends the phase; verdicts logged so far stay
+                for r in asks[futures[fut]]:
+                    log_.append(JudgementRecord(schema=SCHEMA_VERSION, sample_id=r["sample_id"], method=r["method"],
+                                                judge_score=v.score, judge_status=v.status, judge_model=v.model,
+                                                judge_reply=v.reply[:300], judge_protocol=v.protocol,
+                                                judge_prompt_version=v.prompt_version, judge_correct=v.correct))
+                    bar.update(1)
         bar.close()
 
 
