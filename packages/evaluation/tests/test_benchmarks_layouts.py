@@ -112,3 +112,57 @@ def test_category_scores_per_method():
     judged = [dict(sample_id="0", method="ar", metric="gpt_judge", score=None, categories={"mode": "global"})]
     verdicts = [dict(sample_id="0", method="ar", judge_score=0.0, judge_status="unparsable")]
     assert category_scores(judged, ["ar"], verdicts)["mode"]["global"]["ar"] == (0.0, 1)  # scored 0, counted
+
+
+def test_hub_dataset_videos_fetched_and_unpacked_as_lmms_eval_does(tmp_path, clip, monkeypatch):
+    import tarfile
+    import zipfile
+
+    import datasets
+    import huggingface_hub
+
+    # The repository as the hub serves it: a split tar archive of videos (videos_1.tar + videos_2.tar) and a zip.
+    snap = tmp_path / "snapshot"
+    (snap / "data").mkdir(parents=True)
+    whole = tmp_path / "whole.tar"
+    with tarfile.open(whole, "w") as tf:
+        tf.add(clip, arcname="data/vidA.mp4")
+    raw = whole.read_bytes()
+    (snap / "videos_1.tar").write_bytes(raw[: len(raw) // 2])
+    (snap / "videos_2.tar").write_bytes(raw[len(raw) // 2:])
+    with zipfile.ZipFile(snap / "more.zip", "w") as zf:
+        zf.write(clip, arcname="data/vidB.mp4")
+    calls = []
+
+    def fake_snapshot(**kw):
+        calls.append(kw)
+        return str(snap)
+
+    rows = [{"video_id": "1", "duration": "short", "domain": "d", "sub_category": "s", "videoID": v,
+             "question_id": f"q{v}", "task_type": "t", "question": "Q?", "options": ["A. a", "B. b"], "answer": "A"}
+            for v in ("vidA", "vidB")]
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: rows)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    samples = load_benchmark("videomme", "lmms-eval/Video-MME")
+    assert [Path(s.video_path).parent for s in samples] == [tmp_path / "hf" / "videomme" / "data"] * 2
+    assert calls == [dict(repo_id="lmms-eval/Video-MME", repo_type="dataset", revision=None)]
+    load_benchmark("videomme", "lmms-eval/Video-MME")  # the folder exists now: nothing is downloaded again
+    assert len(calls) == 1
+
+
+def test_hub_videos_unreachable_is_one_clear_line(tmp_path, monkeypatch):
+    import datasets
+    import huggingface_hub
+
+    def offline(**kw):
+        raise OSError("offline mode is enabled")
+
+    rows = [{"video_name": "v1", "question": "Describe.", "answer": "A."}]
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: rows)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with pytest.raises(BenchmarkError) as info:
+        load_benchmark("videodetailcaption", "lmms-lab/VideoDetailCaption")
+    msg = str(info.value)
+    assert "\n" not in msg and "videochatgpt" in msg and "video_dir" in msg

@@ -5,7 +5,7 @@ Usage::
     from vidspec.evaluation.benchmarks import load_benchmark, get_task
 
     samples = load_benchmark("videomme", "/data/Video-MME", limit=10)   # local copy
-    samples = load_benchmark("videomme", "lmms-lab/Video-MME")           # hub id (needs network)
+    samples = load_benchmark("videomme", "lmms-lab/Video-MME")           # hub id: rows and videos fetched
     task = get_task("videomme")          # frames, max_new_tokens, metric, prompt template
 
 Add a benchmark by adding ``tasks/<name>.yaml`` (and, for a new schema, a function in
@@ -136,7 +136,8 @@ def load_benchmark(
         limit: keep only the first ``limit`` rows (before videos are looked for; with the task's
             ``one_per_prompt``, the first ``limit`` distinct (video, question) rows).
         video_dir: the folder that holds the videos (searched with the task's ``video_dirs``);
-            default the dataset's folder and its parent. Required for hub datasets.
+            default the dataset's folder and its parent; for a hub dataset, its videos fetched and
+            unpacked into ``$HF_HOME/<video_cache>`` as lmms-eval does (:func:`~vidspec.evaluation.benchmarks.hub.fetch_videos`).
         check_videos: look for every video file and fail on missing ones; with ``False``,
             ``video_path`` is the row's path joined to the first root, unchecked.
 
@@ -176,6 +177,11 @@ def load_benchmark(
         seen.add(m.sample_id)
 
     roots = _video_roots(data.root, video_dir)
+    if not roots and mapped and check_videos:
+        # Rows from the hub: the videos come from the same repository, unpacked as lmms-eval unpacks them.
+        from vidspec.evaluation.benchmarks.hub import fetch_videos
+
+        roots = [fetch_videos(task)]
     if not roots and mapped:
         raise BenchmarkError(
             f"{task.name}: the dataset came from the hub, which does not hold the videos here; "

@@ -89,6 +89,9 @@ class TaskSpec:
             subtitles) are not read as rows.
         categories: the ``extra`` fields a report breaks the score down by (e.g. Video-MME's
             ``duration``, ``domain``, ``task_type``).
+        video_cache: for a dataset loaded from the hub, the folder under ``$HF_HOME`` its videos are
+            unpacked into, named as lmms-eval names it (:mod:`~vidspec.evaluation.benchmarks.hub`).
+        video_revision: the hub revision that holds the video archives (MVBench keeps them on ``video``).
     """
 
     name: str
@@ -110,6 +113,8 @@ class TaskSpec:
     judge: str | None = None
     data_files: dict[str, str] | None = None
     categories: tuple[str, ...] = ()
+    video_cache: str | None = None
+    video_revision: str | None = None
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
