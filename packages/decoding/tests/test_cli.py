@@ -186,3 +186,47 @@ def test_log_level_env(capfd, monkeypatch):
         assert logging.getLogger("transformers").getEffectiveLevel() > logging.INFO  # the libraries stay quiet
     finally:
         logging.getLogger("vidspec").setLevel(old)
+
+
+def test_json_reports_one_time_costs_and_adaptation(capfd, bikes):
+    code, out, err = run_cli(capfd, "--target", "tiny-qwen2.5-vl", "--method", "sd", "--video", bikes,
+                             "--max-new-tokens", "16", "--k", "3", "--json")
+    assert code == 0, err
+    rec = json.loads(out.strip().splitlines()[-1])
+    assert rec["engine"] == "eager"  # auto on CPU
+    assert rec["load_s"] > 0 and rec["warmup_s"] > 0
+    assert rec["k_history"][0] == [0, 3] and "drafting_stopped_at" in rec
+    assert rec["decode_ms_per_token"] > 0
+
+
+def test_requests_file_gives_one_line_per_request(capfd, bikes, tmp_path):
+    reqs = tmp_path / "reqs.jsonl"
+    reqs.write_text(json.dumps({"video": bikes, "prompt": "Describe the video.", "id": "a"}) + "\n\n"
+                    + json.dumps({"video": bikes, "max_new_tokens": 5, "id": "b"}) + "\n")
+    code, out, err = run_cli(capfd, "--target", "tiny-qwen2.5-vl", "--method", "ar", "--requests", str(reqs),
+                             "--max-new-tokens", "8", "--warmup", "false")
+    assert code == 0, err
+    lines = [json.loads(ln) for ln in out.strip().splitlines()]
+    assert [r["id"] for r in lines] == ["a", "b"]
+    assert lines[0]["num_new_tokens"] <= 8 and lines[1]["num_new_tokens"] <= 5
+    assert lines[0]["load_s"] == lines[1]["load_s"] and lines[0]["warmup_s"] == 0.0
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"prompt": "x"}\n', "needs a \"video\""),
+    ("not json\n", "not JSON"),
+    ('{"video": "%s", "colour": 1}\n', "unknown key"),
+    ("", "no requests"),
+])
+def test_bad_requests_file(capfd, bikes, tmp_path, content, needle):
+    reqs = tmp_path / "r.jsonl"
+    reqs.write_text(content.replace("%s", bikes))
+    code, _, err = run_cli(capfd, "--requests", str(reqs))
+    assert code == 2 and needle in _one_clean_line(err)
+
+
+def test_video_and_requests_exclusive(capfd, bikes, tmp_path):
+    reqs = tmp_path / "r.jsonl"
+    reqs.write_text(json.dumps({"video": bikes}) + "\n")
+    code, _, err = run_cli(capfd, "--video", bikes, "--requests", str(reqs))
+    assert code == 2 and "not both" in _one_clean_line(err)

@@ -594,6 +594,9 @@ class FastLM:
 
     # ---- setup helpers --------------------------------------------------------------------------
     def _enable_compile(self) -> None:
+        from vidspec.decoding.fast.compile_cache import use_compile_cache
+
+        use_compile_cache()  # compiled kernels on disk under a user cache folder: a second process loads them
         raise_recompile_limit()
         kw = dict(fullgraph=True, dynamic=False)
         if self.compile_mode:

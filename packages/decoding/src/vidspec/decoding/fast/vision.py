@@ -171,6 +171,9 @@ class FastQwenVision:
         on_cuda = visual.patch_embed.proj.weight.device.type == "cuda"
         self.compiled = bool((on_cuda and _has_triton()) if compile is None else compile)
         if self.compiled:
+            from vidspec.decoding.fast.compile_cache import use_compile_cache
+
+            use_compile_cache()
             self._pre = torch.compile(block_pre, dynamic=True)
             self._post = torch.compile(block_post, dynamic=True)
         else:

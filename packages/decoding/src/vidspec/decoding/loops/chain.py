@@ -424,6 +424,19 @@ class SpeculativeDecoder:
                 timings["decode_s"] = time.perf_counter() - t1
                 return
 
+    def warmup(self, request: Request | None = None, max_context: int | None = None,
+               min_context: int = 0) -> dict[str, float | int]:
+        """Pay the one-time costs now (compilation, CUDA graphs, lazy set-up), before the first request.
+
+        One short decode of ``request`` (default: a synthetic clip) and, on the fast engine on CUDA, the
+        graphs of every round's step lengths from ``min_context`` up to ``max_context`` cache positions
+        (:func:`vidspec.decoding.loops.warm.warm_up`). Keep the decoder and call :meth:`generate` for each
+        request: they run warm. Returns ``{"warmup_s", "graphs"}``.
+        """
+        from vidspec.decoding.loops.warm import warm_up
+
+        return warm_up(self, request=request, max_context=max_context, min_context=min_context)
+
     @torch.inference_mode()
     def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None) -> GenerationResult:

@@ -227,6 +227,14 @@ class TreeSpeculativeDecoder:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
 
+    def warmup(self, request: Request | None = None, max_context: int | None = None,
+               min_context: int = 0) -> dict[str, float | int]:
+        """Pay the one-time costs now (compilation, lazy set-up) with one short decode of ``request`` (default:
+        a synthetic clip); see :func:`vidspec.decoding.loops.warm.warm_up`. Returns ``{"warmup_s", "graphs"}``."""
+        from vidspec.decoding.loops.warm import warm_up
+
+        return warm_up(self, request=request, max_context=max_context, min_context=min_context)
+
     @torch.inference_mode()
     def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,
                  seed: int | None = None) -> GenerationResult:
