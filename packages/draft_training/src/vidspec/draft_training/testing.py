@@ -95,3 +95,84 @@ class StopAtStep(L.Callback):
     def on_train_batch_end(self, trainer, *args, **kwargs) -> None:
         if trainer.global_step >= self.step:
             trainer.should_stop = True
+
+
+class RecordSparrowStep(L.Callback):
+    """Records, on rank zero, what a Sparrow training step under the run's strategy and precision fed the draft
+    and read from the target, next to the same computed as at inference (outside the strategy's forward, no
+    autocast, float32 rotary buffers), and the gradient norm after clipping; writes ``out`` (JSON) at the end.
+
+    Used by the recipe test: ``--trainer.callbacks+=vidspec.draft_training.testing.RecordSparrowStep``.
+    """
+
+    def __init__(self, out: str):
+        self.out = out
+        self.rows: list[dict] = []
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        import torch
+
+        seen: dict = {}
+        self._seen = seen
+        features, draft_batch = pl_module.target_features, pl_module.draft_batch
+        clip = pl_module.configure_gradient_clipping
+
+        def rec_features(batch, **kw):
+            out = features(batch, **kw)
+            seen.setdefault("features", {k: v.detach().float().clone() for k, v in out.items()})
+            seen.setdefault("batch", batch)
+            return out
+
+        def rec_draft_batch(batch, feats):
+            db = draft_batch(batch, feats)
+            seen.setdefault("positions", db.positions.clone())
+            return db
+
+        def rec_rotary(mod, args):
+            seen.setdefault("inv_freq_dtype", str(mod.inv_freq.dtype))
+            seen.setdefault("inv_freq", mod.inv_freq.detach().clone())
+
+        def rec_clip(optimizer, gradient_clip_val=None, gradient_clip_algorithm=None):
+            clip(optimizer, gradient_clip_val=gradient_clip_val, gradient_clip_algorithm=gradient_clip_algorithm)
+            from torch.distributed.fsdp import FullyShardedDataParallel
+
+            wrapped = trainer.strategy.model
+            if isinstance(wrapped, FullyShardedDataParallel):
+                norm = float(wrapped.clip_grad_norm_(1e30))  # the norm over all shards, nothing scaled
+            else:
+                grads = [p.grad for p in pl_module.draft.parameters() if p.grad is not None]
+                norm = float(torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads])))
+            seen.setdefault("grad_norms", []).append(norm)
+
+        pl_module.target_features, pl_module.draft_batch = rec_features, rec_draft_batch
+        pl_module.configure_gradient_clipping = rec_clip
+        self._hook = pl_module.draft.rotary.register_forward_pre_hook(rec_rotary)
+        self._originals = (features, draft_batch)
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        import json
+
+        import torch
+
+        from vidspec.decoding.drafters.sparrow import _import
+
+        self._hook.remove()
+        features, draft_batch = self._originals
+        seen = self._seen
+        ref = features(seen["batch"])
+        diff = max(float((ref[k].float() - seen["features"][k]).abs().max()) for k in ("penult", "mid", "last"))
+        fresh = _import(pl_module.draft.config.rotary_class)(config=pl_module.draft.text_config)
+        row = {
+            "strategy": type(trainer.strategy).__name__, "precision": trainer.precision,
+            "world_size": trainer.world_size, "global_step": trainer.global_step,
+            "gradient_clip_val": trainer.gradient_clip_val, "grad_norms_after_clip": seen.get("grad_norms", []),
+            "inv_freq_dtype": seen["inv_freq_dtype"],
+            "inv_freq_equal": bool(torch.equal(seen["inv_freq"].cpu(), fresh.inv_freq)),
+            "feature_max_abs_diff": diff,
+            "positions_equal": bool(torch.equal(draft_batch(seen["batch"], ref).positions, seen["positions"])),
+            "target_positions_equal": bool(torch.equal(ref["positions"], seen["features"]["positions"].to(
+                ref["positions"].dtype))),
+        }
+        if trainer.is_global_zero:
+            with open(self.out, "w") as f:
+                json.dump(row, f)

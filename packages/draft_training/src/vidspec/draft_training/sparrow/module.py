@@ -33,7 +33,9 @@ loads.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -210,6 +212,13 @@ class SparrowDistillModule(L.LightningModule):
             when set the target's hidden states are read from it instead of running the target
             (the embedding table and LM head are still used).
         gradient_checkpointing: recompute the draft layer in backward (long sequences).
+        target_device: where the frozen target lives: "auto" loads it straight onto this process's GPU
+            (``LOCAL_RANK`` / ``SLURM_LOCALID``, as torchrun, SLURM and Lightning's launcher set them) when CUDA is
+            present, so no rank holds a CPU copy of the 7B weights; otherwise the CPU. Any torch device string.
+
+    The frozen target is replicated, never sharded: under DDP and under
+    :class:`~vidspec.draft_training.strategies.DraftFSDPStrategy` each process holds one copy on its device,
+    and only the draft is wrapped by the strategy.
     """
 
     def __init__(
@@ -223,6 +232,7 @@ class SparrowDistillModule(L.LightningModule):
         init_from: str | None = None,
         feature_cache: str | None = None,
         gradient_checkpointing: bool = False,
+        target_device: str = "auto",
     ):
         super().__init__()
         draft = _as(SparrowDraftOptions, draft) or SparrowDraftOptions()
@@ -236,11 +246,12 @@ class SparrowDistillModule(L.LightningModule):
             "target": target, "draft": asdict(draft), "loss": asdict(loss), "optim": asdict(optim),
             "target_dtype": target_dtype, "max_frames": max_frames, "init_from": init_from,
             "feature_cache": feature_cache, "gradient_checkpointing": gradient_checkpointing,
+            "target_device": target_device,
         })
         self.draft_options, self.loss_cfg, self.optim = draft, loss, optim
         self.weights = losses.step_weights(loss.mtp_steps, loss.step_weights, loss.step_decay)
         self.gradient_checkpointing = gradient_checkpointing
-        tgt = self._load_target(target, target_dtype, max_frames)
+        tgt = self._load_target(target, target_dtype, max_frames, target_device)
         # The frozen target is not a registered submodule: checkpoints, optimizers and DDP see only
         # the draft, and each process keeps its own copy of the target.
         object.__setattr__(self, "target", tgt)
@@ -268,13 +279,23 @@ class SparrowDistillModule(L.LightningModule):
 
     # ---- target -------------------------------------------------------------------------------
     @staticmethod
-    def _load_target(name: str, dtype: str, max_frames: int | None):
+    def _target_device(device: str) -> str:
+        if device != "auto":
+            return device
+        if not torch.cuda.is_available():
+            return "cpu"
+        local = os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID") or "0"
+        return f"cuda:{int(local) % torch.cuda.device_count()}"
+
+    @classmethod
+    def _load_target(cls, name: str, dtype: str, max_frames: int | None, device: str = "auto"):
         from vidspec.decoding.models import load_target
 
+        device = cls._target_device(device)
         if dtype == "auto":
-            dtype = "bfloat16" if torch.cuda.is_available() else "float32"
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
         try:
-            tgt = load_target(name, device="cpu", dtype=dtype, max_frames=max_frames)
+            tgt = load_target(name, device=device, dtype=dtype, max_frames=max_frames)
         except Exception as e:
             if isinstance(e, ConfigError):
                 raise
@@ -342,12 +363,35 @@ class SparrowDistillModule(L.LightningModule):
 
             fast = qwen_forward_kwargs(self.target.model.model, batch)
         positions = fast["position_ids"] if fast else self.target_positions(batch)
-        out = self.target.model.model(
-            input_ids=batch["input_ids"], use_cache=False,
-            attention_mask=batch["attention_mask"] if padding_mask else causal_padding_mask(batch["attention_mask"]),
-            output_hidden_states=True, return_dict=True, **self._vision_kwargs(batch), **(fast or extra))
-        hs = out.hidden_states
-        return {"penult": hs[-2], "mid": hs[self.ivsb_layer], "last": out.last_hidden_state,
+        # Hidden state k is the output of decoder layer k - 1 (0 is the embeddings); forward hooks keep
+        # only the two layers read instead of all of them.
+        layers = self.target.model.model.language_model.layers
+        want = {"penult": len(layers) - 1}
+        if self.draft_options.ivsb:
+            want["mid"] = self.ivsb_layer
+        got: dict[str, torch.Tensor] = {}
+        handles = []
+        for key, k in want.items():
+            if k >= 1:
+                def keep(_m, _a, out, key=key):
+                    got[key] = out[0] if isinstance(out, tuple) else out
+                handles.append(layers[k - 1].register_forward_hook(keep))
+        try:
+            # The frozen target computes as at inference: no autocast from a mixed-precision plugin.
+            with _no_autocast(batch["input_ids"].device):
+                out = self.target.model.model(
+                    input_ids=batch["input_ids"], use_cache=False,
+                    attention_mask=(batch["attention_mask"] if padding_mask
+                                    else causal_padding_mask(batch["attention_mask"])),
+                    output_hidden_states=any(k < 1 for k in want.values()), return_dict=True,
+                    **self._vision_kwargs(batch), **(fast or extra))
+        finally:
+            for h in handles:
+                h.remove()
+        for key, k in want.items():
+            if k < 1:
+                got[key] = out.hidden_states[k]
+        return {"penult": got["penult"], "mid": got.get("mid", got["penult"]), "last": out.last_hidden_state,
                 "positions": positions}
 
     # ---- the draft's batch --------------------------------------------------------------------
@@ -408,37 +452,59 @@ class SparrowDistillModule(L.LightningModule):
         pos = torch.cat([pos_full.gather(2, vis_idx[None].expand(A, -1, -1)),
                          pos_full.gather(2, txt_idx[None].expand(A, -1, -1))], dim=2)
         last_sel = take(feats["last"], txt_idx)[sel]
-        with torch.no_grad():
+        with torch.no_grad(), _no_autocast(dev):
             target_logits = self.target.model.lm_head(last_sel.to(self.target.model.lm_head.weight.dtype)).float()
         embeds = self.draft.embed(tokens).to(wdtype)
         return DraftBatch(vis, vis_valid, tokens, embeds, h_prev, h_true, prev_is_entry, txt_valid, pos, sel,
                           target_logits)
 
     # ---- MTP ----------------------------------------------------------------------------------
-    def _run(self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    def _causal_layer(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The draft's layer as :meth:`SparrowDraftModel.run_layer` runs it, with no mask tensor: SDPA applies
+        causality itself (its flash / memory-efficient kernels on GPU)."""
+        d = self.draft
+        pos = d.position_ids(positions)
+        out = d.layer(x, attention_mask=None, position_ids=pos, use_cache=False,
+                      position_embeddings=d.rotary(x, pos))
+        return out[0] if isinstance(out, tuple) else out
+
+    def _run(self, x: torch.Tensor, pos: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+        fn = self._causal_layer if allowed is None else self.draft.run_layer
+        args = (x, pos) if allowed is None else (x, pos, allowed)
         if self.gradient_checkpointing and self.training:
             from torch.utils.checkpoint import checkpoint
 
-            return checkpoint(self.draft.run_layer, x, pos, allowed, use_reentrant=False)
-        return self.draft.run_layer(x, pos, allowed)
+            return checkpoint(fn, *args, use_reentrant=False)
+        return fn(*args)
 
     def mtp(self, db: DraftBatch) -> tuple[torch.Tensor, list[dict[str, torch.Tensor]]]:
         """S recursive steps; returns the weighted loss and per-step ``{"loss", "acc"}``."""
         cfg = self.loss_cfg
         V = db.vis.shape[1]
         valid = torch.cat([db.vis_valid, db.txt_valid], dim=1)  # (B, S)
-        S = valid.shape[1]
-        causal = torch.ones(S, S, dtype=torch.bool, device=valid.device).tril()
-        allowed = (causal[None] & valid[:, None, :]) | torch.eye(S, dtype=torch.bool, device=valid.device)[None]
-        allowed = allowed[:, None]  # (B, 1, S, S); the diagonal keeps padded rows finite
-        pos = db.positions
+        # Each row is laid out [its visual states; its text entries; padding]. With the valid slots first, a
+        # plain causal mask lets each valid query see exactly the valid keys before it, so the layer runs
+        # SDPA's causal kernels (flash attention on GPU) and no (B, 1, S, S) mask is built.
+        order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices
+        if bool((order == torch.arange(valid.shape[1], device=valid.device)).all()):
+            order = None
+        pos = db.positions if order is None else db.positions.gather(
+            2, order[None].expand(db.positions.shape[0], -1, -1))
+        allowed = None
+        if self.draft.config.attn_implementation == "eager":  # eager attention takes no implicit causal mask
+            S = valid.shape[1]
+            allowed = torch.ones(S, S, dtype=torch.bool, device=valid.device).tril()[None, None]
         h_in = db.h_prev
         total = db.embeds.new_zeros(())
         stats = []
         for s in range(cfg.mtp_steps):
             z = self.draft.fuse(db.embeds, h_in)
             x = torch.cat([db.vis, z], dim=1) if V else z
-            out = self._run(x, pos, allowed)
+            if order is None:
+                out = self._run(x, pos, allowed)
+            else:
+                idx = order[..., None].expand(-1, -1, x.shape[-1])
+                out = torch.empty_like(x).scatter(1, idx, self._run(x.gather(1, idx), pos, allowed))
             h_hat = out[:, V:]
             pred = h_hat[db.sel]
             logits = self.draft.logits(pred)
@@ -489,7 +555,9 @@ class SparrowDistillModule(L.LightningModule):
         now = time.perf_counter()
         if self._last_step_t is not None:
             world = self.trainer.world_size if self._trainer is not None else 1
-            tokens = float(batch["attention_mask"].sum()) * world
+            # Text tokens only (prompt and answer): the unit of decoding speed, comparable across video sizes.
+            text = batch["attention_mask"].bool() & (batch["input_ids"] != self.target.video_token_id)
+            tokens = float(text.sum()) * world
             self.log("train/tokens_per_s", tokens / max(now - self._last_step_t, 1e-9), on_step=True, batch_size=bs)
         self._last_step_t = now
         if torch.cuda.is_available() and self.draft.fc.weight.is_cuda:
@@ -506,6 +574,24 @@ class SparrowDistillModule(L.LightningModule):
 
     def on_before_optimizer_step(self, optimizer) -> None:
         guard_optimizer_step(self, self.draft.named_parameters())
+
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        """Clip the draft's gradients, correctly under every strategy.
+
+        Norm clipping under FSDP needs the norm over all shards, which only the root FSDP module's
+        ``clip_grad_norm_`` computes (Lightning's FSDP precision plugin refuses ``gradient_clip_val`` for that
+        reason). Under DDP the gradients are already all-reduced, so Lightning's own clipping is right.
+        """
+        if not gradient_clip_val:
+            return
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        wrapped = getattr(self.trainer.strategy, "model", None) if self._trainer is not None else None
+        if isinstance(wrapped, FullyShardedDataParallel) and gradient_clip_algorithm in (None, "norm"):
+            wrapped.clip_grad_norm_(gradient_clip_val)
+            return
+        self.clip_gradients(optimizer, gradient_clip_val=gradient_clip_val,
+                            gradient_clip_algorithm=gradient_clip_algorithm)
 
     # ---- optimizer ----------------------------------------------------------------------------
     def configure_optimizers(self):
@@ -524,6 +610,13 @@ class SparrowDistillModule(L.LightningModule):
         """Target identity for the release manifest (id and fingerprint of weights and tokenizer)."""
         return {"target_id": self.hparams["target"], "target_fingerprint": target_fingerprint(self.target),
                 "target_family": self.target.family}
+
+
+def _no_autocast(device: torch.device):
+    """A context in which the frozen target runs in its own dtype even inside a mixed-precision step."""
+    if not torch.is_autocast_enabled(device.type):
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, enabled=False)
 
 
 def export_sparrow(module: SparrowDistillModule, out: Path, ctx) -> dict:
