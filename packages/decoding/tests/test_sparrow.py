@@ -149,7 +149,7 @@ def test_save_load_round_trip(tiny, clip, name, tmp_path):
     model = new_sparrow_for(target, position_mode="reindex", seed=3)
     model.save_pretrained(tmp_path / "rel", manifest=model.manifest)
     cfg = json.loads((tmp_path / "rel" / "config.json").read_text())
-    assert cfg["format"] == "vidspec-sparrow" and cfg["position_mode"] == "reindex"
+    assert cfg["model_type"] == "vidspec_sparrow" and cfg["position_mode"] == "reindex"
     loaded = SparrowDraftModel.from_pretrained(tmp_path / "rel", target=target)
     for k, v in model.own_state_dict().items():
         assert torch.equal(v, loaded.own_state_dict()[k]), k

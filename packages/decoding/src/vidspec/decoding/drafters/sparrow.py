@@ -38,10 +38,13 @@ Usage::
     drafter = SparrowDrafter.from_pretrained("data/releases/sparrow-tiny-qwen2.5-vl")
     decoder = SpeculativeDecoder(target, drafter, StrictVerifier(), k=4)
 
-A release folder holds ``model.safetensors`` (the draft's own weights), ``config.json``
-(:class:`SparrowConfig` plus the target's text config), ``manifest.json`` (target id and a
-fingerprint of its weights and tokenizer; written by ``vidspec export`` with training metadata)
-and a model card ``README.md``.
+A release is a Hugging Face model folder: ``config.json`` (a :class:`SparrowConfig`, model type
+``vidspec_sparrow``, with the target's text config reduced to one layer), ``model.safetensors`` (the
+draft's own weights, float32 or bfloat16), ``manifest.json`` (target id and a fingerprint of its
+weights and tokenizer; written by ``vidspec export`` with training metadata) and a model card
+``README.md``. :meth:`SparrowDraftModel.from_pretrained` takes the folder or a hub id; folders of the
+earlier vidspec-only layout (``"format": "vidspec-sparrow"``) still load. docs/releases.md describes
+the format.
 """
 
 from __future__ import annotations
@@ -51,27 +54,40 @@ import hashlib
 import importlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
 
 from vidspec.decoding.errors import ConfigError, ModelError
 from vidspec.decoding.types import Proposal, TargetModel, TargetState, VerifyOutput
 
-FORMAT = "vidspec-sparrow"
-FORMAT_VERSION = 1
+#: ``model_type`` of a Sparrow draft's Hugging Face config (registered with ``AutoConfig``).
+MODEL_TYPE = "vidspec_sparrow"
+#: ``format`` of the earlier vidspec-only release layout (still read by ``from_pretrained``).
+LEGACY_FORMAT = "vidspec-sparrow"
 CONFIG_FILE = "config.json"
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_FILE = "model.safetensors"
 #: A release's draft vocabulary: target token ids by descending frequency (``vidspec sparrow-vocab``).
 DRAFT_VOCAB_FILE = "draft_vocab.json"
+#: Weight dtypes a release may hold.
+RELEASE_DTYPES = ("float32", "bfloat16")
 
 PositionMode = Literal["target", "reindex"]
 HeadNorm = Literal["own", "target"]
+
+#: The draft layer of each target family, by the target's text ``model_type``: (module, decoder layer
+#: class, rotary embedding class). A config names the model type, not import paths.
+LAYER_CLASSES: dict[str, tuple[str, str, str]] = {
+    "qwen2": ("transformers.models.qwen2.modeling_qwen2", "Qwen2DecoderLayer", "Qwen2RotaryEmbedding"),
+    "qwen2_5_vl_text": ("transformers.models.qwen2_5_vl.modeling_qwen2_5_vl", "Qwen2_5_VLDecoderLayer",
+                        "Qwen2_5_VLRotaryEmbedding"),
+}
 
 
 def _qualname(obj: type) -> str:
@@ -89,18 +105,21 @@ def _import(path: str) -> type:
     return obj
 
 
-@dataclass(frozen=True)
-class SparrowConfig:
-    """Architecture and inference options of a Sparrow draft (saved as ``config.json``).
+def _layer_dict(d: dict) -> dict:
+    """A text config dict without the fields that describe a checkpoint rather than the layer."""
+    return {k: v for k, v in d.items()
+            if k not in ("_name_or_path", "architectures", "id2label", "label2id", "transformers_version")}
 
-    Attributes:
-        text_config: the target's text config as a dict (``to_dict()``), reduced to one layer;
-            the draft layer is built from it, so it has the target's width, heads and rope.
-        config_class: ``module:Class`` of the text config (rebuilt with ``from_dict``).
-        layer_class: ``module:Class`` of the target's decoder layer (e.g. Qwen2_5_VLDecoderLayer).
-        rotary_class: ``module:Class`` of the target's rotary embedding (M-RoPE for Qwen2.5-VL).
+
+class SparrowConfig(PretrainedConfig):
+    """Architecture and inference options of a Sparrow draft (a release's ``config.json``).
+
+    Args:
+        layer_config: the target's text config as a dict (``to_dict()``), reduced to one layer; the
+            draft layer is built from it, so it has the target's width, heads and rope. Its
+            ``model_type`` picks the layer class (:data:`LAYER_CLASSES`).
         family: the target's family ("qwen2.5-vl", "llava-ov").
-        target_id: name or path the target was loaded from when the draft was made.
+        target_id: name or hub id of the target the draft was distilled from.
         position_mode: "target" keeps the target's position ids of text positions (M-RoPE text
             positions included); "reindex" numbers text positions 0..n-1.
         head_norm: "own" (a trained RMSNorm initialised from the target's final norm) or
@@ -110,82 +129,129 @@ class SparrowConfig:
             always passes explicit additive masks, which both accept.
         ivsb_layer: hidden-state index of the target's visual states used by IVSB in training
             (index 0 = embeddings; None = half the depth). Unused at inference.
+        **kwargs: the ``PretrainedConfig`` fields (``dtype``, ``architectures``, ...).
     """
 
-    text_config: dict
-    config_class: str
-    layer_class: str
-    rotary_class: str
-    family: str
-    target_id: str = ""
-    position_mode: PositionMode = "target"
-    head_norm: HeadNorm = "own"
-    fc_bias: bool = False
-    attn_implementation: str = "sdpa"
-    ivsb_layer: int | None = None
+    model_type = MODEL_TYPE
 
-    def __post_init__(self) -> None:
-        if self.position_mode not in ("target", "reindex"):
-            raise ValueError(f"position_mode must be 'target' or 'reindex', got {self.position_mode!r}")
-        if self.head_norm not in ("own", "target"):
-            raise ValueError(f"head_norm must be 'own' or 'target', got {self.head_norm!r}")
-        if self.attn_implementation not in ("sdpa", "eager"):
-            raise ValueError(f"attn_implementation must be 'sdpa' or 'eager', got {self.attn_implementation!r}")
+    def __init__(self, layer_config: dict | None = None, family: str = "", target_id: str = "",
+                 position_mode: PositionMode = "target", head_norm: HeadNorm = "own", fc_bias: bool = False,
+                 attn_implementation: str = "sdpa", ivsb_layer: int | None = None, **kwargs):
+        if position_mode not in ("target", "reindex"):
+            raise ValueError(f"position_mode must be 'target' or 'reindex', got {position_mode!r}")
+        if head_norm not in ("own", "target"):
+            raise ValueError(f"head_norm must be 'own' or 'target', got {head_norm!r}")
+        if attn_implementation not in ("sdpa", "eager"):
+            raise ValueError(f"attn_implementation must be 'sdpa' or 'eager', got {attn_implementation!r}")
+        for legacy in ("text_config", "config_class", "layer_class", "rotary_class", "format", "format_version"):
+            kwargs.pop(legacy, None)
+        self.layer_config = dict(layer_config or {})
+        self.family = family
+        self.target_id = target_id
+        self.position_mode = position_mode
+        self.head_norm = head_norm
+        self.fc_bias = bool(fc_bias)
+        self.layer_attn_implementation = attn_implementation
+        self.ivsb_layer = ivsb_layer
+        kwargs.pop("layer_attn_implementation", None)
+        super().__init__(**kwargs)
+
+    # The kernel is the draft layer's own; PretrainedConfig keeps ``_attn_implementation`` for the model class.
+    @property
+    def attn_implementation(self) -> str:
+        return self.layer_attn_implementation
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d["attn_implementation"] = d.pop("layer_attn_implementation", self.layer_attn_implementation)
+        return d
 
     @property
     def hidden_size(self) -> int:
-        return int(self.text_config["hidden_size"])
+        return int(self.layer_config["hidden_size"])
 
     @property
     def vocab_size(self) -> int:
-        return int(self.text_config["vocab_size"])
+        return int(self.layer_config["vocab_size"])
+
+    @property
+    def layer_model_type(self) -> str:
+        return str(self.layer_config.get("model_type", ""))
+
+    def _classes(self) -> tuple[str, str, str]:
+        try:
+            return LAYER_CLASSES[self.layer_model_type]
+        except KeyError:
+            raise ModelError(f"Sparrow drafts support targets whose text model type is one of "
+                             f"{', '.join(sorted(LAYER_CLASSES))}; this config has {self.layer_model_type!r}") from None
+
+    @property
+    def layer_class(self) -> str:
+        """``module:Class`` of the draft's decoder layer (the target's own layer class)."""
+        module, layer, _ = self._classes()
+        return f"{module}:{layer}"
+
+    @property
+    def rotary_class(self) -> str:
+        """``module:Class`` of the draft's rotary embedding (M-RoPE for Qwen2.5-VL)."""
+        module, _, rotary = self._classes()
+        return f"{module}:{rotary}"
 
     @classmethod
     def from_target(cls, model: nn.Module, family: str, target_id: str = "", **options) -> SparrowConfig:
         """The config of a draft for ``model`` (a ``*ForConditionalGeneration``).
 
         Args:
-            model: the target's HF module; its language model's layer and rotary classes are used.
+            model: the target's HF module; its text config (one layer of it) becomes ``layer_config``.
             family: the adapter family name.
             target_id: recorded in the config and the manifest.
             **options: other :class:`SparrowConfig` fields.
         """
-        lm = model.model.language_model
         text_cfg = model.config.get_text_config()
         d = text_cfg.to_dict()
         d["num_hidden_layers"] = 1
         if "layer_types" in d and d["layer_types"]:
             d["layer_types"] = d["layer_types"][:1]
-        return cls(
-            text_config=d,
-            config_class=_qualname(type(text_cfg)),
-            layer_class=_qualname(type(lm.layers[0])),
-            rotary_class=_qualname(type(lm.rotary_emb)),
-            family=family,
-            target_id=target_id,
-            **options,
-        )
+        cfg = cls(layer_config=_layer_dict(d), family=family, target_id=target_id, **options)
+        cfg._classes()  # an unsupported layer type fails here, not at the first load
+        return cfg
 
     def build_text_config(self):
         """The HF text config object of the draft layer (one layer, explicit attention kernel)."""
-        cfg = _import(self.config_class).from_dict(copy.deepcopy(self.text_config))
+        from transformers import AutoConfig
+
+        d = copy.deepcopy(self.layer_config)
+        cfg = AutoConfig.for_model(d.pop("model_type", self.layer_model_type), **d)
         cfg._attn_implementation = self.attn_implementation
         return cfg
 
-    def to_json(self) -> dict:
-        return {"format": FORMAT, "format_version": FORMAT_VERSION, **asdict(self)}
+    def replace(self, **changes) -> SparrowConfig:
+        """A copy with some fields changed (e.g. ``attn_implementation`` at inference)."""
+        d = self.to_dict()
+        d.update(changes)
+        d.pop("model_type", None)
+        return type(self)(**d)
 
     @classmethod
-    def from_json(cls, d: dict) -> SparrowConfig:
-        if d.get("format") != FORMAT:
-            raise ModelError(f"not a Sparrow draft config (format {d.get('format')!r}, expected {FORMAT!r})")
-        if d.get("format_version", 0) > FORMAT_VERSION:
-            raise ModelError(f"Sparrow release format {d['format_version']} is newer than this vidspec ({FORMAT_VERSION})")
-        fields = set(cls.__dataclass_fields__)
+    def from_legacy(cls, d: dict) -> SparrowConfig:
+        """A config of the earlier layout (``"format": "vidspec-sparrow"``, classes named by import path)."""
         try:
-            return cls(**{k: v for k, v in d.items() if k in fields})
-        except (TypeError, ValueError) as e:  # a missing field or an invalid value
+            return cls(layer_config=_layer_dict(d["text_config"]), **{k: d[k] for k in (
+                "family", "target_id", "position_mode", "head_norm", "fc_bias", "attn_implementation", "ivsb_layer")
+                if k in d})
+        except (KeyError, TypeError, ValueError) as e:
             raise ModelError(f"invalid Sparrow draft config: {e}") from None
+
+
+def register_auto_classes() -> None:
+    """Make ``AutoConfig``/``AutoModel`` know the ``vidspec_sparrow`` model type (idempotent)."""
+    from transformers import AutoConfig, AutoModel
+
+    try:
+        AutoConfig.register(MODEL_TYPE, SparrowConfig)
+        AutoModel.register(SparrowConfig, SparrowDraftModel)
+    except ValueError:  # already registered
+        pass
 
 
 @dataclass
@@ -245,8 +311,12 @@ def additive_mask(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.where(allowed, zero, neg)
 
 
-class SparrowDraftModel(nn.Module):
+class SparrowDraftModel(PreTrainedModel):
     """The Sparrow draft network: fusion FC, one target-type decoder layer, a head norm.
+
+    A ``PreTrainedModel``: ``save_pretrained`` writes a Hugging Face folder (safetensors only) and
+    ``from_pretrained`` reads one from a folder or a hub id. The target's embedding table, LM head and
+    final norm are not part of it (see :meth:`bind`).
 
     Args:
         config: architecture (see :class:`SparrowConfig`).
@@ -254,9 +324,16 @@ class SparrowDraftModel(nn.Module):
     Shapes: ``d`` is the target's hidden size, ``V`` its vocabulary; ``B`` batch, ``S`` sequence.
     """
 
+    config_class = SparrowConfig
+    base_model_prefix = "sparrow"
+    main_input_name = "input_ids"
+    _supports_sdpa = True
+    _no_split_modules = ["layer"]
+
     def __init__(self, config: SparrowConfig):
-        super().__init__()
-        self.config = config
+        if not isinstance(config, SparrowConfig):
+            raise TypeError(f"SparrowDraftModel takes a SparrowConfig, got {type(config).__name__}")
+        super().__init__(config)
         text_cfg = config.build_text_config()
         self.text_config = text_cfg
         d = config.hidden_size
@@ -272,6 +349,10 @@ class SparrowDraftModel(nn.Module):
         self.manifest: dict = {}
         #: the release folder this draft was loaded from (None for a fresh draft)
         self.release_dir: Path | None = None
+        self.post_init()
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """Keep PyTorch's own initialisation (a fresh draft's FC and layer; the head norm is copied in bind)."""
 
     # ---- binding the target's shared modules ----------------------------------------------------
     def bind(self, target_model: nn.Module, init_norm: bool = False) -> None:
@@ -351,37 +432,48 @@ class SparrowDraftModel(nn.Module):
         """The draft's own weights (no borrowed modules, no rotary buffers)."""
         return {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
 
-    def save_pretrained(self, out_dir: str | Path, manifest: dict | None = None) -> Path:
-        """Write ``model.safetensors``, ``config.json`` and ``manifest.json`` to ``out_dir``.
+    def save_pretrained(self, save_directory: str | Path, manifest: dict | None = None, *,
+                        dtype: str | torch.dtype | None = None, **kwargs) -> Path:
+        """Write a release: ``config.json``, ``model.safetensors`` and ``manifest.json``.
 
         Args:
-            out_dir: the release folder (created).
+            save_directory: the release folder (created).
             manifest: what to record about the target and training; it should contain
                 ``target_fingerprint`` (see :func:`target_fingerprint`) so that loading against
                 another target can be refused.
+            dtype: weights saved as "float32" (default) or "bfloat16".
+            **kwargs: passed to ``PreTrainedModel.save_pretrained`` (``push_to_hub``, ``token``, ...).
         """
-        from safetensors.torch import save_file
-
-        out = Path(out_dir)
+        name = str(dtype).removeprefix("torch.") if dtype is not None else "float32"
+        if name not in RELEASE_DTYPES:
+            raise ConfigError(f"a Sparrow release is saved in {' or '.join(RELEASE_DTYPES)}, not {name}")
+        out = Path(save_directory)
         out.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().to("cpu").contiguous() for k, v in self.own_state_dict().items()}
-        save_file(tensors, str(out / WEIGHTS_FILE), metadata={"format": FORMAT})
-        (out / CONFIG_FILE).write_text(json.dumps(self.config.to_json(), indent=2, sort_keys=True) + "\n")
-        man = {"format": FORMAT, "format_version": FORMAT_VERSION, "target_id": self.config.target_id,
-               "family": self.config.family, **(manifest or {})}
+        kwargs.pop("safe_serialization", None)
+        state = {k: v.detach().to("cpu", getattr(torch, name)).contiguous() for k, v in self.own_state_dict().items()}
+        self.config.architectures = [type(self).__name__]
+        self.config.dtype = name
+        super().save_pretrained(str(out), state_dict=state, **kwargs)
+        man = {"model_type": MODEL_TYPE, "target_id": self.config.target_id, "family": self.config.family,
+               **(manifest or {})}
         (out / MANIFEST_FILE).write_text(json.dumps(man, indent=2, sort_keys=True, default=str) + "\n")
         return out
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, target: TargetModel | None = None,
-                        allow_target_mismatch: bool = False, **overrides) -> SparrowDraftModel:
-        """Load a release; with ``target`` given, check it is the draft's target and bind to it.
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, *, target: TargetModel | None = None,
+                        allow_target_mismatch: bool = False, revision: str | None = None, token: str | None = None,
+                        dtype: str | torch.dtype | None = None, **overrides) -> SparrowDraftModel:
+        """Load a release from a folder or a hub id; with ``target`` given, check it is the draft's target and bind.
 
         Args:
-            path: the release folder.
+            pretrained_model_name_or_path: the release folder, or a hub id (``org/name``; downloaded
+                with ``huggingface_hub.snapshot_download``).
             target: the target adapter the draft will serve (checked by fingerprint and bound).
             allow_target_mismatch: load even if the target's fingerprint differs (shapes must
                 still fit).
+            revision: the hub revision (branch, tag or commit) of a hub id.
+            token: a hub token for a private repository (default: the logged-in one).
+            dtype: cast the weights (default: float32 without a target, the target's dtype with one).
             **overrides: inference-time config fields to change (e.g. ``attn_implementation``).
 
         Raises:
@@ -389,39 +481,77 @@ class SparrowDraftModel(nn.Module):
         """
         from safetensors.torch import load_file
 
-        p = Path(path)
+        p = resolve_release(pretrained_model_name_or_path, revision=revision, token=token)
         if not (p / CONFIG_FILE).is_file() or not (p / WEIGHTS_FILE).is_file():
-            raise ModelError(f"{path}: not a Sparrow release (needs {CONFIG_FILE} and {WEIGHTS_FILE})")
+            raise ModelError(f"{pretrained_model_name_or_path}: not a Sparrow release (needs {CONFIG_FILE} and "
+                             f"{WEIGHTS_FILE})")
         try:
             raw = json.loads((p / CONFIG_FILE).read_text())
             manifest = json.loads((p / MANIFEST_FILE).read_text()) if (p / MANIFEST_FILE).is_file() else {}
         except json.JSONDecodeError as e:
-            raise ModelError(f"{path}: invalid JSON in the release ({e})") from None
-        config = SparrowConfig.from_json(raw)
+            raise ModelError(f"{pretrained_model_name_or_path}: invalid JSON in the release ({e})") from None
+        if raw.get("format") == LEGACY_FORMAT:
+            config = SparrowConfig.from_legacy(raw)
+        elif raw.get("model_type") == MODEL_TYPE:
+            try:
+                config = SparrowConfig.from_dict({k: v for k, v in raw.items() if k != "model_type"})
+            except (TypeError, ValueError) as e:
+                raise ModelError(f"invalid Sparrow draft config: {e}") from None
+        else:
+            raise ModelError(f"{pretrained_model_name_or_path}: not a Sparrow draft config (model_type "
+                             f"{raw.get('model_type')!r}, expected {MODEL_TYPE!r})")
         if overrides:
-            config = SparrowConfig(**{**asdict(config), **overrides})
+            try:
+                config = config.replace(**overrides)
+            except (TypeError, ValueError) as e:
+                raise ModelError(f"invalid Sparrow draft option: {e}") from None
         model = cls(config)
         try:
             state = load_file(str(p / WEIGHTS_FILE))
         except Exception as e:  # safetensors raises its own SafetensorError (or OSError) for a bad file
-            raise ModelError(f"{path}: cannot read {WEIGHTS_FILE} ({e})") from None
+            raise ModelError(f"{pretrained_model_name_or_path}: cannot read {WEIGHTS_FILE} ({e})") from None
+        own = model.own_state_dict()
+        state = {k: v.to(own[k].dtype) if k in own else v for k, v in state.items()}
         try:
             missing, unexpected = model.load_state_dict(state, strict=False)
         except RuntimeError as e:  # shape mismatches
             first = str(e).strip().splitlines()[-1].strip()
-            raise ModelError(f"{path}: weights do not match the config ({first})") from None
+            raise ModelError(f"{pretrained_model_name_or_path}: weights do not match the config ({first})") from None
         missing = [k for k in missing if not k.startswith("rotary.")]
         if missing or unexpected:
-            raise ModelError(f"{path}: weights do not match the config (missing {missing[:3]}, unexpected "
-                             f"{unexpected[:3]})")
+            raise ModelError(f"{pretrained_model_name_or_path}: weights do not match the config (missing "
+                             f"{missing[:3]}, unexpected {unexpected[:3]})")
         model.manifest = manifest
         model.release_dir = p  # where load_draft_vocab finds the release's draft vocabulary
         model.eval()
+        if dtype is not None:
+            model.to(getattr(torch, str(dtype).removeprefix("torch.")))
         if target is not None:
-            check_target(manifest, target, allow_target_mismatch, str(path))
+            check_target(manifest, target, allow_target_mismatch, str(pretrained_model_name_or_path))
             model.bind(target.model)
             model.to(device=target.device, dtype=target.model.lm_head.weight.dtype)
         return model
+
+
+def resolve_release(name_or_path: str | Path, revision: str | None = None, token: str | None = None) -> Path:
+    """A release folder on this machine: ``name_or_path`` itself, or a hub id's downloaded snapshot.
+
+    Raises:
+        ModelError: neither a folder nor a hub id that can be downloaded (offline, private, missing).
+    """
+    p = Path(name_or_path)
+    if p.is_dir():
+        return p
+    text = str(name_or_path)
+    if p.is_absolute() or text.startswith(".") or text.count("/") != 1:
+        raise ModelError(f"{text}: no such Sparrow release folder (and not a hub id of the form org/name)")
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(text, revision=revision, token=token))
+    except Exception as e:  # offline, missing repository, no access: one line naming the repository
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"cannot download the Sparrow release {text!r}: {first}") from None
 
 
 # ---- target fingerprints ------------------------------------------------------------------------
@@ -555,7 +685,7 @@ class SparrowDrafter:
         """
         model = SparrowDraftModel.from_pretrained(path, target=target, allow_target_mismatch=allow_target_mismatch)
         if draft_vocab:
-            kw["head_ids"] = load_draft_vocab(path, draft_vocab)
+            kw["head_ids"] = load_draft_vocab(model, draft_vocab)
         d = cls(model, allow_target_mismatch=allow_target_mismatch, **kw)
         if target is not None:
             d._checked = id(target.model)
@@ -786,3 +916,6 @@ def new_sparrow_for(target: TargetModel, seed: int | None = 0, **options) -> Spa
     model.bind(target.model, init_norm=True)
     model.manifest = {"target_id": cfg.target_id, "target_fingerprint": target_fingerprint(target)}
     return model.to(device=target.device, dtype=target.model.lm_head.weight.dtype)
+
+
+register_auto_classes()
