@@ -36,6 +36,7 @@ ALL = [
     "mvbench",
     "synthvid_captions",
     "synthvid_mcq",
+    "vdc",
     "video_detail_description",
     "videodetailcaption",
     "videomme",
@@ -72,7 +73,7 @@ def test_every_task_yaml_is_valid():
         assert text.startswith("#") and "vidspec eval --benchmark " + name in text  # launch command first
         task = get_task(name)
         assert task.name == name and task.metric in METRICS and task.row_fn in ROW_FUNCTIONS
-        assert task.max_new_tokens > 0 and "{question}" in task.prompt
+        assert task.max_new_tokens > 0 and ("{question}" in task.prompt or task.row_fn == "vdc")
         assert set(yaml.safe_load(text)) <= {f.name for f in dataclasses.fields(task)}
     # The papers' frame counts for real benchmarks; SynthVid clips have 16 frames.
     assert {get_task(n).frames for n in ALL if not n.startswith("synthvid")} <= {64, 128}

@@ -166,3 +166,37 @@ def test_hub_videos_unreachable_is_one_clear_line(tmp_path, monkeypatch):
         load_benchmark("videodetailcaption", "lmms-lab/VideoDetailCaption")
     msg = str(info.value)
     assert "\n" not in msg and "videochatgpt" in msg and "video_dir" in msg
+
+
+def test_vdc_rows_and_vdcscore(tmp_path, clip):
+    from vidspec.evaluation.judge.client import Verdict
+    from vidspec.evaluation.judge.vdc import vdc_score
+
+    pairs = [{"question": "What colour is the bike?", "answer": "Red."},
+             {"question": "Where is it?", "answer": "On a road."}]
+    rows = [{"video_name": "v1", "caption": "A red bike on a road.", "qa_list": json.dumps(pairs)}]
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    link(clip, tmp_path / "videos" / "v1.mp4")
+    (s,) = load_benchmark("vdc", tmp_path / "test.jsonl")
+    assert s.extra["qa_list"] == pairs and s.extra["judge_protocol"] == "vdcscore"
+    assert s.reference == "A red bike on a road." and s.prompt.startswith("Describe this video in detail")
+
+    class FakeJudge:
+        """Answers from the caption by echo; judges 'Red.' right (5, yes), anything else unreadable."""
+
+        def __init__(self):
+            self.calls = []
+
+        def judge(self, question, answer, reference, protocol=None):
+            self.calls.append(protocol)
+            if protocol == "answer_from_caption":
+                return Verdict(score=None, status="ok", reply="Red." if "colour" in question else "??", model="m",
+                               key="k", protocol=protocol)
+            ok = answer == reference
+            return Verdict(score=5.0 if ok else 0.0, status="ok" if ok else "unparsable", reply="", model="m",
+                           key="k", protocol=protocol, correct=ok)
+
+    fake = FakeJudge()
+    v = vdc_score(fake, "A red bike.", s.extra["qa_list"])
+    assert (v.score, v.accuracy, v.n_pairs, v.unparsable) == (2.5, 0.5, 2, 1)
+    assert fake.calls == ["answer_from_caption", "correctness"] * 2

@@ -123,3 +123,22 @@ def test_judge_requests_run_concurrently_and_bounded(synthvid, tmp_path, monkeyp
     judged = read_jsonl(tmp_path / "run" / "judgements.jsonl")
     assert len(judged) == len(samples) + len(more)
     assert model.peak == 2, "requests overlap, never more than judge_workers"
+
+
+def test_vdc_sample_is_judged_by_vdcscore():
+    from vidspec.evaluation.benchmarks.types import Sample
+    from vidspec.evaluation.judge.client import Verdict
+    from vidspec.evaluation.runner import _judge_one
+
+    class Judge:
+        def judge(self, question, answer, reference, protocol=None):
+            if protocol == "answer_from_caption":
+                return Verdict(score=None, status="ok", reply="Red.", model="m", key="k", protocol=protocol)
+            return Verdict(score=4.0, status="ok", reply="{'pred': 'yes', 'score': 4}", model="m", key="k",
+                           protocol=protocol, correct=True)
+
+    s = Sample(sample_id="v1", video_path="v1.mp4", prompt="Describe.", reference="A red bike.", options=(),
+               answer_letter=None, metric="gpt_judge",
+               extra={"judge_protocol": "vdcscore", "qa_list": [{"question": "Colour?", "answer": "Red."}]})
+    fields = _judge_one(Judge(), s, "A red bike.")
+    assert (fields["judge_score"], fields["judge_acc"], fields["judge_protocol"]) == (4.0, 1.0, "vdcscore")

@@ -73,6 +73,8 @@ class SampleRecord(TypedDict):
     ``draft_ms_per_round``/``verify_ms_per_round`` the mean milliseconds per round of ``propose``
     and of verification (target pass, decision, rollback, commit), None without rounds; the rest of
     ``decode_s`` is the engine's own per-round bookkeeping. ``drafter`` is the drafter's class.
+    ``load_s``/``warmup_s``: the process's one-time costs, loading the models and building the decoders,
+    and this method's untimed warm-up (decode, CUDA graph capture); the same in every record of a run.
     ``rounds`` (since 2026-12-02): ``[drafted, accepted, emitted]`` of each target pass in order, so
     which token a round's draft missed can be located: the first token comes from the prefill, round
     ``j`` emits the ``emitted`` tokens after those of the rounds before it, and in a chain method's
@@ -119,6 +121,8 @@ class SampleRecord(TypedDict):
     rounds: NotRequired[list[list[int]]]
     scorer: NotRequired[str]
     categories: NotRequired[dict[str, str]]
+    load_s: NotRequired[float]
+    warmup_s: NotRequired[float]
 
 
 class JudgementRecord(TypedDict):
@@ -134,6 +138,7 @@ class JudgementRecord(TypedDict):
     judge_protocol: NotRequired[str]
     judge_prompt_version: NotRequired[str]
     judge_correct: NotRequired[bool | None]
+    judge_acc: NotRequired[float]
 
 
 class MethodSummary(TypedDict):
@@ -422,7 +427,8 @@ def summarize_method(method: str, records: list[dict], ar_by_sample: dict[str, d
         hallucinations_per_sample=_mean(halls) if halls else None,
         judge_score=_mean(j["judge_score"] for j in judged),
         judge_unparsable=sum(j["judge_status"] != "ok" for j in judged),
-        judge_accuracy=_mean(float(j["judge_correct"]) for j in judged if j.get("judge_correct") is not None),
+        judge_accuracy=_mean(j["judge_acc"] if j.get("judge_acc") is not None else float(j["judge_correct"])
+                             for j in judged if j.get("judge_acc") is not None or j.get("judge_correct") is not None),
         loose_accepted=sum(r["loose_accepted"] for r in records),
         shift_accepted=sum(r["shift_accepted"] for r in records),
         **split,

@@ -162,7 +162,9 @@ class EvalConfig:
         object.__setattr__(self, "methods", methods)
         if isinstance(self.decode, dict):  # from a config.json or a recipe
             object.__setattr__(self, "decode", DecodeConfig(**self.decode))
-        decode = self.decode
+        # engine auto becomes what runs (fast on CUDA, eager elsewhere), so config.json records it.
+        decode = self.decode.resolve(self.device, next((m for m in methods if get_method(m).uses_relevance), None))[0]
+        object.__setattr__(self, "decode", decode)
         if self.shard is not None:
             parse_shard(self.shard)
         if self.limit is not None and self.limit < 1:
@@ -698,7 +700,9 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
             models = models or load_models(config, frames)
             notes = models.notes
             decoders = build_decoders(config, models)
-            log.info("%s: models loaded and decoders built in %.1f s", out.name, time.perf_counter() - t0)
+            load_s = time.perf_counter() - t0
+            warmup_s = dict.fromkeys(config.methods, 0.0)
+            log.info("%s: models loaded and decoders built in %.1f s", out.name, load_s)
             if shared_reads is not None and not config.share_video:
                 raise ConfigError("a clip cache shared between runs needs share_video (each record counts its read)")
             reads = shared_reads if shared_reads is not None else SharedReads(config.share_video)
@@ -710,6 +714,7 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
                     decode_sample(decoders[m], todo[0][0], min(8, max_new), reads.get(decoders[m], todo[0][0]))
                     t1 = time.perf_counter()
                     n = capture_fast_graphs(decoders[m], max_new)
+                    warmup_s[m] = time.perf_counter() - t0
                     log.info("%s: %s warm-up decode %.1f s, %d graphs captured in %.1f s", out.name, m, t1 - t0, n,
                              time.perf_counter() - t1)
             bar = _progress(len(todo), task.name, config.progress)
@@ -718,8 +723,11 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
                 dec = decoders[method]
                 result, video_s, wall_s = decode_sample(dec, sample, max_new, reads.get(dec, sample))
                 ar = records.get(sample.sample_id, "ar")
-                records.append(make_record(task.name, sample, method, dec.k, result, video_s, wall_s, ar,
-                                           drafter=type(dec.drafter).__name__))
+                rec = make_record(task.name, sample, method, dec.k, result, video_s, wall_s, ar,
+                                  drafter=type(dec.drafter).__name__)
+                # One-time costs of this process, apart from the request's own times.
+                rec["load_s"], rec["warmup_s"] = load_s, warmup_s[method]
+                records.append(rec)
                 log.info("%s: %s %s: %d tokens, video %.2f s, decode %.2f s, wall %.2f s", out.name, sample.sample_id,
                          method, result.num_new_tokens, video_s, result.timings.decode_s, wall_s)
                 bar.update(1)
@@ -752,20 +760,35 @@ def judge_run(config: EvalConfig, out: Path, samples: list[Sample]) -> None:
         asks: dict[tuple, list[dict]] = {}
         for r in todo:
             s = by_id[r["sample_id"]]
-            asks.setdefault((s.question, r["text"], s.reference, s.extra.get("judge_protocol")), []).append(r)
+            asks.setdefault((s.sample_id if s.extra.get("judge_protocol") == "vdcscore" else s.question, r["text"],
+                             s.reference, s.extra.get("judge_protocol")), []).append(r)
         bar = _progress(len(todo), "judge", config.progress)
         with ThreadPoolExecutor(max_workers=max(1, config.judge_workers)) as pool:
-            futures = {pool.submit(judge.judge, key[0], answer=key[1], reference=key[2], protocol=key[3]): key
-                       for key in asks}
+            futures = {pool.submit(_judge_one, judge, by_id[rs[0]["sample_id"]], rs[0]["text"]): key
+                       for key, rs in asks.items()}
             for fut in as_completed(futures):
-                v = fut.result()  # a JudgeError ends the phase; verdicts logged so far stay
+                fields = fut.result()  # a JudgeError ends the phase; verdicts logged so far stay
                 for r in asks[futures[fut]]:
                     log_.append(JudgementRecord(schema=SCHEMA_VERSION, sample_id=r["sample_id"], method=r["method"],
-                                                judge_score=v.score, judge_status=v.status, judge_model=v.model,
-                                                judge_reply=v.reply[:300], judge_protocol=v.protocol,
-                                                judge_prompt_version=v.prompt_version, judge_correct=v.correct))
+                                                **fields))
                     bar.update(1)
         bar.close()
+
+
+def _judge_one(judge, sample: Sample, text: str) -> dict[str, Any]:
+    """The judgement fields of one output: one verdict, or VDCscore's question answering for a VDC sample."""
+    protocol = sample.extra.get("judge_protocol")
+    if protocol == "vdcscore":
+        from vidspec.evaluation.judge.vdc import vdc_score
+
+        v = vdc_score(judge, text, sample.extra.get("qa_list") or [])
+        return dict(judge_score=v.score, judge_status="ok" if not v.unparsable else "unparsable",
+                    judge_model=v.model, judge_reply=f"{v.n_pairs} pairs, {v.unparsable} unreadable",
+                    judge_protocol="vdcscore", judge_prompt_version=v.prompt_version, judge_correct=None,
+                    judge_acc=v.accuracy)
+    v = judge.judge(sample.question, answer=text, reference=sample.reference, protocol=protocol)
+    return dict(judge_score=v.score, judge_status=v.status, judge_model=v.model, judge_reply=v.reply[:300],
+                judge_protocol=v.protocol, judge_prompt_version=v.prompt_version, judge_correct=v.correct)
 
 
 def write_summary(out: Path, config: EvalConfig, benchmark: str, notes: dict[str, str] | None = None) -> RunSummary:

@@ -15,6 +15,7 @@ Column names follow the datasets as the lmms-eval tasks read them:
   ``option0``..``option4`` with ``"N/A"`` for absent options (the parquet release),
   ``correct_choice`` (an index), ``duration``, ``duration_group``, ``question_category``,
   ``subtitle_path``, ``starting_timestamp_for_subtitles``.
+- VDC: ``video_name`` (no extension), ``caption`` (the reference), ``qa_list`` (question-answer pairs).
 - SynthVid captions: ``video`` (relative to the dataset folder), ``videoID``, ``question``,
   ``answer``, ``facts`` (a JSON string); SynthVid multiple choice: the Video-MME columns plus
   ``video`` and ``facts``.
@@ -306,6 +307,29 @@ def synthvid_mcq_row(row: Mapping[str, Any], index: int, source: str) -> MappedR
     )
 
 
+def vdc_row(row: Mapping[str, Any], index: int, source: str) -> MappedRow:
+    """VDC (lmms-eval's vdc tasks): ``video_name`` (no extension), the reference ``caption`` and ``qa_list``
+    (question-answer pairs drawn from it, a list or its JSON text), which VDCscore asks about the prediction."""
+    name = _text(row, "video_name", index)
+    pairs = _get(row, "qa_list", index)
+    if isinstance(pairs, str):
+        try:
+            pairs = json.loads(pairs)
+        except json.JSONDecodeError as e:
+            raise BenchmarkError(f"row {index}: 'qa_list' is not valid JSON ({e})") from None
+    if not isinstance(pairs, list) or not all(isinstance(p, Mapping) and "question" in p and "answer" in p
+                                              for p in pairs):
+        raise BenchmarkError(f"row {index}: 'qa_list' must be a list of {{question, answer}} objects")
+    return MappedRow(
+        sample_id=name,
+        video=_with_suffix(name),
+        question="",  # the task's prompt is the whole request
+        reference=_text(row, "caption", index),
+        extra={"video_name": name, "qa_list": [{"question": str(p["question"]), "answer": str(p["answer"])}
+                                               for p in pairs]},
+    )
+
+
 #: ``row_fn`` names usable in task YAML files.
 ROW_FUNCTIONS: dict[str, RowFn] = {
     "detail_caption": detail_caption_row,
@@ -313,6 +337,7 @@ ROW_FUNCTIONS: dict[str, RowFn] = {
     "videomme": videomme_row,
     "mvbench": mvbench_row,
     "longvideobench": longvideobench_row,
+    "vdc": vdc_row,
     "synthvid_caption": synthvid_caption_row,
     "synthvid_mcq": synthvid_mcq_row,
 }

@@ -83,7 +83,8 @@ class TaskSpec:
             (``videomme``, ``mvbench``, ``longvideobench``), or None for vidspec's general one.
             A task with a scoring protocol keeps its prompt exactly (no whitespace is trimmed).
         judge: the judge protocol of a ``gpt_judge`` task (:mod:`vidspec.evaluation.judge.protocols`):
-            ``detail`` or ``correctness``; None for vidspec's earlier 0-5 score.
+            ``detail``, ``correctness`` or ``vdcscore`` (:mod:`vidspec.evaluation.judge.vdc`); None for
+            vidspec's earlier 0-5 score.
         data_files: for a local dataset folder, the file (a glob relative to the folder) that holds each
             split, e.g. ``{validation: lvb_val.json}``, so that files beside it (other splits,
             subtitles) are not read as rows.
@@ -139,8 +140,8 @@ class TaskSpec:
 
         if self.scoring is not None and self.scoring not in PROTOCOLS:
             raise BenchmarkError(f"task {self.name}: scoring must be one of {PROTOCOLS}, got {self.scoring!r}")
-        if self.judge is not None and self.judge not in ("detail", "correctness"):
-            raise BenchmarkError(f"task {self.name}: judge must be detail or correctness, got {self.judge!r}")
+        if self.judge is not None and self.judge not in ("detail", "correctness", "vdcscore"):
+            raise BenchmarkError(f"task {self.name}: judge must be detail, correctness or vdcscore, got {self.judge!r}")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, name: str) -> TaskSpec:

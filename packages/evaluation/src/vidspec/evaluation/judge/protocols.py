@@ -14,6 +14,10 @@ score is cut to its integer part; a reply that cannot be read scores 0 (and ``co
 Such verdicts keep ``status == "unparsable"``, so a report can say how many there were, but their
 score counts, which is what makes the averages comparable with lmms-eval's.
 
+``answer_from_caption`` is the first step of VDCscore (:mod:`vidspec.evaluation.judge.vdc`): the judge
+model answers a question from the predicted caption alone; ``correctness`` then compares that answer
+with the benchmark's.
+
 ``score`` is vidspec's earlier judgement (:mod:`vidspec.evaluation.judge.prompt`, JSON reply, an
 unreadable reply left unscored); it stays the default for callers that name no protocol.
 
@@ -182,6 +186,29 @@ CORRECTNESS = JudgeProtocol(
     read=read_correctness,
 )
 
+def read_free_answer(reply: str) -> Reading:
+    """``answer_from_caption``: the reply is the answer itself (``Verdict.reply``); nothing to score."""
+    return Reading(score=None, parsed=bool(reply.strip()))
+
+
+ANSWER_FROM_CAPTION = JudgeProtocol(
+    name="answer_from_caption",
+    system=(
+        "You answer questions about a video from a written description of it, which is all you know about the "
+        "video.\n"
+        "- Use only what the description says.\n"
+        "- Answer in a short sentence or phrase."
+    ),
+    user_template=(
+        "Description of the video: {answer}\n"
+        "Question: {question}\n\n"
+        "Give only the short answer, with no explanation."
+    ),
+    max_tokens=256,
+    lmms_task="vdc (first step of VDCscore)",
+    read=read_free_answer,
+)
+
 SCORE = JudgeProtocol(
     name="score",
     system=score_prompt.SYSTEM_PROMPT,
@@ -193,7 +220,7 @@ SCORE = JudgeProtocol(
 )
 
 #: The protocols by name.
-PROTOCOLS: dict[str, JudgeProtocol] = {p.name: p for p in (DETAIL, CORRECTNESS, SCORE)}
+PROTOCOLS: dict[str, JudgeProtocol] = {p.name: p for p in (DETAIL, CORRECTNESS, ANSWER_FROM_CAPTION, SCORE)}
 #: What :meth:`GPTJudge.judge` asks when no protocol is named. Benchmarks name theirs (the task YAML's
 #: ``judge`` key, carried in each sample's ``extra["judge_protocol"]``), so this default only serves
 #: callers that name none, which keep the judgement they had.
