@@ -168,7 +168,7 @@ def test_loose_methods_build_on_fast_engine(tiny):
 
 
 def test_engine_checks(tiny):
-    with pytest.raises(ConfigError, match="unknown engine 'turbo' \\(choose from eager, fast\\)"):
+    with pytest.raises(ConfigError, match="unknown engine 'turbo' \\(choose from auto, eager, fast\\)"):
         build_decoder("ar", target="no-such-model", engine="turbo")  # refused before any loading
     with pytest.raises(ConfigError, match="max_length"):
         build_decoder("ar", target="no-such-model", engine="fast", fast_options={"max_length": 5})

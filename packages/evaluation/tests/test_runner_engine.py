@@ -63,7 +63,7 @@ def test_eval_fast_engine_records_and_refuses_another_engine_on_resume(capfd, sy
 
 def test_unknown_engine_is_one_line(capfd, synthvid, tmp_path):
     code, err = _eval(capfd, synthvid, tmp_path / "x", "--engine", "turbo")
-    assert code == 2 and "unknown engine 'turbo' (choose from eager, fast)" in _one_line(err)
+    assert code == 2 and "unknown engine 'turbo' (choose from auto, eager, fast)" in _one_line(err)
     assert not (tmp_path / "x").exists()
     with pytest.raises(ConfigError, match="fast-max-len"):
         EvalConfig.from_flags(benchmark="b", out="x", engine="fast", fast_max_len=0)

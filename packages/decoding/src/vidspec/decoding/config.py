@@ -43,6 +43,9 @@ ATTENTION_HEADS: tuple[str, ...] = ("mean", "max")
 #: GEMV for single-token steps ("decode"), or the Triton small-M/split-K path for steps of up to 16
 #: tokens too ("all": verify steps; tile shapes from the built-in H200 table, see docs/results.md).
 GEMV_MODES: dict[str, bool | str] = {"off": False, "decode": True, "all": "all"}
+#: The adaptive draft policy's default cost of one draft token in target verify steps (``--draft-cost``):
+#: a 2-layer draft of a 28-layer target with its per-step overhead.
+DEFAULT_DRAFT_COST = 0.15
 #: FastTarget's default KV cache capacity (prompt + generated tokens + one verify block).
 DEFAULT_FAST_MAX_LEN = 8192
 
@@ -136,6 +139,14 @@ class DecodeConfig:
         loose_device: fast engine, greedy, loose methods with a relevance-blind rule (lam 1 with
             predicate prob or always): decide each round inside the verify step instead of walking
             the draft on the host (same rule; false: the host walk, for A/B runs).
+        adaptive: chain methods: shrink K, and stop drafting for the rest of a request, when the
+            request's acceptance no longer pays for the draft steps
+            (:class:`~vidspec.decoding.loops.chain.AdaptiveDraftPolicy`; lossless methods' output is
+            unchanged). false: always draft K.
+        draft_cost: adaptive policy: cost of one draft token relative to one target verify step. A
+            fixed figure, so that the policy's choices (and a loose method's output) depend on the
+            acceptance only, never on timing noise; None measures it per request from the rounds'
+            host timings instead (the output of loose methods can then vary from run to run).
     """
 
     k: int | None = None
@@ -161,7 +172,7 @@ class DecodeConfig:
     device_rounds: bool = True
     loose_device: bool = True
     adaptive: bool = True
-    draft_cost: float | None = None
+    draft_cost: float | None = DEFAULT_DRAFT_COST
 
     def __post_init__(self) -> None:
         if self.k is not None and (isinstance(self.k, bool) or self.k < 1):

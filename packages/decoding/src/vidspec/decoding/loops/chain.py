@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from vidspec.decoding.config import DEFAULT_DRAFT_COST as _CONFIG_DRAFT_COST
 from vidspec.decoding.drafters import NoDrafter
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import (
@@ -116,10 +117,9 @@ class _Event:
     step: StepRecord | None
 
 
-#: The draft cost ratio the adaptive policy assumes until it has timed a host round (device rounds
-#: cannot split draft and verify time): one draft token at 0.15 verify steps is a 2-layer draft of a
-#: 28-layer target plus its per-step overhead.
-DEFAULT_DRAFT_COST = 0.15
+#: The draft cost ratio a measuring adaptive policy assumes until it has timed a host round (device
+#: rounds cannot split draft and verify time).
+DEFAULT_DRAFT_COST = _CONFIG_DRAFT_COST
 
 
 @dataclass
@@ -138,9 +138,10 @@ class AdaptiveDraftPolicy:
       cost plus a few rounds);
     - ``ema >= grow * k`` (nearly every draft accepted) and ``k < K``: double ``k`` (at most K).
 
-    ``c`` is :attr:`draft_cost` when given; otherwise it is measured from the rounds timed on the
-    host (``draft_s / drafted`` over ``verify_s``, the same EMA) and :data:`DEFAULT_DRAFT_COST` until
-    then. The verifier decides as before, so lossless methods stay token-identical to AR whatever K
+    ``c`` is :attr:`draft_cost` when given (``build_decoder`` gives the config's fixed figure, so the
+    choices depend on acceptance alone and runs repeat exactly); None measures it from the rounds
+    timed on the host (``draft_s / drafted`` over ``verify_s``, the same EMA), :data:`DEFAULT_DRAFT_COST`
+    until then. The verifier decides as before, so lossless methods stay token-identical to AR whatever K
     a round uses; a loose method's output can change with K. :meth:`record` reports what happened.
 
     Attributes:
