@@ -30,7 +30,7 @@ import torch
 
 from vidspec.decoding.drafters import ModelDrafter
 from vidspec.decoding.fast.lm import FastLM, StaticKVCache, StepOutput, TreeSession
-from vidspec.decoding.models.base import HFVideoTarget
+from vidspec.decoding.models.base import HFVideoTarget, sdpa_backends
 from vidspec.decoding.types import (
     Decision,
     Proposal,
@@ -240,6 +240,11 @@ class FastTarget:
 
     @torch.inference_mode()
     def prefill(self, request: Request, need: frozenset[str] = frozenset()) -> TargetState:
+        # Each prompt has a length of its own: no per-shape cuDNN attention plans (models.base.sdpa_backends).
+        with sdpa_backends(self.device):
+            return self._prefill(request, need)
+
+    def _prefill(self, request: Request, need: frozenset[str]) -> TargetState:
         self.set_loose(None)  # a new request: no loose rule until its decoder sets one
         a = self.adapter
         ids, visual = a.build_prompt(request)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,6 +50,33 @@ def crop_cache(cache: Any, length: int) -> None:
         cache.crop(length - current)  # newer API: a negative count to remove
     except ValueError:
         cache.crop(length)  # older API: the length to keep
+
+
+#: Environment switch: ``VIDSPEC_SDPA_CUDNN=1`` lets SDPA use cuDNN's attention in the eager steps and
+#: prefills too (the default leaves it out; see :func:`sdpa_backends`).
+SDPA_CUDNN_ENV = "VIDSPEC_SDPA_CUDNN"
+
+
+@contextmanager
+def sdpa_backends(device: torch.device):
+    """While active on a CUDA device, SDPA picks among the flash, memory-efficient and math kernels only.
+
+    cuDNN's fused attention, which recent torch builds may prefer on Hopper, builds an execution plan
+    for every new query/key shape (tens to hundreds of milliseconds of host time each). Eager decoding
+    meets a new key length at every token and every prompt has a length of its own, so each step or
+    prefill could pay a plan build; the flash and memory-efficient kernels need none. Off CUDA, or with
+    ``VIDSPEC_SDPA_CUDNN=1``, nothing changes.
+    """
+    if device.type != "cuda" or os.environ.get(SDPA_CUDNN_ENV) == "1":
+        yield
+        return
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # pragma: no cover - old torch
+        yield
+        return
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+        yield
 
 
 @functools.cache
@@ -271,7 +299,8 @@ class HFVideoTarget:
 
     def video_features(self, visual: VisualInputs) -> torch.Tensor:
         """``(L_vis, d)`` language-model inputs for the visual placeholders."""
-        out = self.model.model.get_video_features(**visual.tensors, return_dict=True)
+        with sdpa_backends(self.device):
+            out = self.model.model.get_video_features(**visual.tensors, return_dict=True)
         feats = out.pooler_output
         if isinstance(feats, (list, tuple)):
             feats = torch.cat(list(feats), dim=0)
@@ -339,15 +368,16 @@ class HFVideoTarget:
     def _lm(self, embeds: torch.Tensor, positions: torch.Tensor, cache, hidden: bool,
             attention_mask: torch.Tensor | None = None):
         lm = self.model.model.language_model
-        return lm(
-            inputs_embeds=embeds,
-            attention_mask=attention_mask,
-            position_ids=positions,
-            use_cache=True,
-            output_hidden_states=hidden,
-            return_dict=True,
-            **{_cache_kwarg(lm): cache},
-        )
+        with sdpa_backends(embeds.device):
+            return lm(
+                inputs_embeds=embeds,
+                attention_mask=attention_mask,
+                position_ids=positions,
+                use_cache=True,
+                output_hidden_states=hidden,
+                return_dict=True,
+                **{_cache_kwarg(lm): cache},
+            )
 
     @torch.inference_mode()
     def prefill(self, request: Request, need: frozenset[str] = frozenset()) -> TargetState:
