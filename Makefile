@@ -70,7 +70,8 @@ $(LMMS_STAMP): $(LMMS_CONSTRAINTS) packages/decoding/pyproject.toml packages/eva
 	$(LMMS_PIP) install -q --no-deps -c $(LMMS_CONSTRAINTS) scikit-video
 	touch $(LMMS_STAMP)
 
-# lmms-eval itself runs its videomme task over a local Video-MME fixture with vidspec's tiny and testbed models.
+# lmms-eval itself runs its videomme task over a local Video-MME fixture with vidspec's tiny and testbed models;
+# vidspec eval's answer readings are checked against lmms-eval's own.
 test-lmms: install-lmms
 	$(LMMS_VENV)/bin/pytest -q -m "not gpu and not multigpu and not slow" --timeout=600 \
-		packages/evaluation/tests/test_lmms_eval.py
+		packages/evaluation/tests/test_lmms_eval.py packages/evaluation/tests/test_benchmarks_scoring.py

@@ -142,3 +142,13 @@ def test_lmms_eval_runs_vidspec_on_a_local_videomme_task(local_videomme, method_
         assert r["method"] == method and r["task"] == "videomme_fixture" and r["source"] == "lmms-eval"
         assert r["tau"] >= 1.0 and r["num_new_tokens"] >= 1 and r["wall_s"] > 0 and r["video_s"] > 0
         assert r["token_identical_to_ar"] is True
+
+
+def test_visuals_paths_and_breakpoints():
+    from vidspec.evaluation.lmms.model import VidspecLMM
+
+    assert VidspecLMM._video(None, ["/v/a.mp4"]) == ("/v/a.mp4", None)
+    assert VidspecLMM._video(None, [{"video_path": "/v/b.mkv", "timestep": 120}]) == ("/v/b.mkv", 120)
+    assert VidspecLMM._video(None, []) is None
+    with pytest.raises(ValueError, match="reads video files"):
+        VidspecLMM._video(None, [object()])

@@ -60,7 +60,8 @@ class VidspecLMM(lmms):
     """lmms-eval's ``vidspec`` model: one vidspec decoder (and, with ``compare_ar``, an AR decoder beside it).
 
     Requests run one at a time (speculative decoding is a batch-1 method); ``batch_size`` is accepted and
-    ignored.
+    ignored. A MovieChat breakpoint request (a ``{"video_path", "timestep"}`` visual) is answered over the
+    video up to that frame.
     """
 
     is_simple = True
@@ -114,21 +115,39 @@ class VidspecLMM(lmms):
 
     # ---- one request -----------------------------------------------------------------------------
 
-    def _video(self, visuals: list[Any]) -> str | None:
-        """The request's video file (the first visual), or None for a text-only request."""
-        videos = [v for v in visuals if isinstance(v, (str, Path)) and str(v).lower().endswith(VIDEO_EXTENSIONS)]
-        others = [v for v in visuals if v not in videos]
-        if others:
-            raise ValueError(f"the vidspec model reads video files; this task gives {type(others[0]).__name__} "
-                             "visuals")
-        return str(videos[0]) if videos else None
+    def _video(self, visuals: list[Any]) -> tuple[str, int | None] | None:
+        """The request's video file and breakpoint frame (the first visual), or None for a text-only request.
 
-    def _run(self, decoder, prompt: str, video: str | None, gen: dict[str, Any]) -> tuple[GenerationResult, float,
-                                                                                          float]:
+        A visual is a video path, or a ``{"video_path", "timestep"}`` dict (MovieChat's breakpoint tasks: the
+        question is about the video up to that frame).
+        """
+        videos: list[tuple[str, int | None]] = []
+        for v in visuals:
+            if isinstance(v, (str, Path)) and str(v).lower().endswith(VIDEO_EXTENSIONS):
+                videos.append((str(v), None))
+            elif isinstance(v, dict) and "video_path" in v:
+                videos.append((str(v["video_path"]), int(v["timestep"]) if v.get("timestep") is not None else None))
+            else:
+                raise ValueError(f"the vidspec model reads video files; this task gives {type(v).__name__} visuals")
+        return videos[0] if videos else None
+
+    def _read(self, decoder, video: tuple[str, int | None]):
+        path, end_frame = video
+        if end_frame is None:
+            return decoder.target.read_video(path)
+        from vidspec.evaluation.benchmarks.clips import read_sample_video
+        from vidspec.evaluation.benchmarks.types import Sample
+
+        sample = Sample(sample_id=path, video_path=path, prompt="", reference="", options=(), answer_letter=None,
+                        metric="gpt_judge", extra={"clip": {"end_frame": end_frame}})
+        return read_sample_video(decoder.target, sample)
+
+    def _run(self, decoder, prompt: str, video: tuple[str, int | None] | None,
+             gen: dict[str, Any]) -> tuple[GenerationResult, float, float]:
         device = decoder.target.device
         _sync(device)
         t0 = time.perf_counter()
-        clip = decoder.target.read_video(video) if video else None
+        clip = self._read(decoder, video) if video else None
         video_s = time.perf_counter() - t0
         temperature = float(gen.get("temperature") or 0.0) if gen.get("do_sample", True) else 0.0
         result = decoder.generate(Request(prompt=prompt, clip=clip),
