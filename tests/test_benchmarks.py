@@ -114,3 +114,19 @@ def test_loose_ablation_smoke(tmp_path):
     methods = doc["methods"]
     assert {"ar", "sd", "fly"} <= set(methods) and any(m.startswith("lvspec") for m in methods)
     assert methods["sd"]["identical_to_ar"] == 1.0 and methods["sd"]["loose_accepted_share"] == 0.0
+
+
+def test_train_7b_smoke(tmp_path):
+    """The 7B Sparrow training benchmark at tiny shape on the CPU (DDP only: FSDP needs a GPU): each recipe takes
+    its optimizer steps online and from a feature cache, and what the draft saw in a step equals inference's."""
+    _run("train_7b.py", "--smoke", "--out", str(tmp_path))
+    doc = json.loads((tmp_path / "train_7b.json").read_text())
+    _has_machine_info(doc)
+    assert doc["git"] is not None and set(doc["families"]) == {"qwen2.5-vl", "llava-ov"}
+    for fam in doc["families"].values():
+        assert set(fam["runs"]) == {"ddp-online", "ddp-cache"}
+        for run in fam["runs"].values():
+            assert run["optimizer_steps"] == doc["steps"], run
+            rec = run["record"]
+            assert rec["inv_freq_dtype"] == "torch.float32" and rec["positions_equal"] and rec["feature_max_abs_diff"] == 0
+            assert run["short"]["step_s"] > 0 and run["long"]["text_tokens_per_s"] > 0

@@ -119,13 +119,15 @@ class RecordSparrowStep(L.Callback):
 
         def rec_features(batch, **kw):
             out = features(batch, **kw)
-            seen.setdefault("features", {k: v.detach().float().clone() for k, v in out.items()})
-            seen.setdefault("batch", batch)
+            if "features" not in seen:  # the first step's
+                seen["features"] = {k: v.detach().float().clone() for k, v in out.items()}
+                seen["batch"] = batch
             return out
 
         def rec_draft_batch(batch, feats):
             db = draft_batch(batch, feats)
-            seen.setdefault("positions", db.positions.clone())
+            if "positions" not in seen:
+                seen["positions"] = db.positions.clone()
             return db
 
         def rec_rotary(mod, args):
