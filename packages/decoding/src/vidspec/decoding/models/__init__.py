@@ -138,7 +138,9 @@ def load_target(
 
     hf_cls = getattr(transformers, FAMILIES[config.model_type][1])
     try:
-        model = hf_cls.from_pretrained(source, dtype=torch_dtype)
+        # Straight onto a GPU when one is asked for: no full CPU copy of the weights in every process.
+        placement = {"device_map": device} if str(device).startswith("cuda") else {}
+        model = hf_cls.from_pretrained(source, dtype=torch_dtype, **placement)
         tokenizer = AutoTokenizer.from_pretrained(source)
     # OSError: missing files / offline hub; SafetensorError: a truncated or corrupt weights file;
     # ValueError: no usable tokenizer files; RuntimeError: weights of other shapes than the config.
