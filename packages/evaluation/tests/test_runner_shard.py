@@ -142,3 +142,13 @@ def test_vdc_sample_is_judged_by_vdcscore():
                extra={"judge_protocol": "vdcscore", "qa_list": [{"question": "Colour?", "answer": "Red."}]})
     fields = _judge_one(Judge(), s, "A red bike.")
     assert (fields["judge_score"], fields["judge_acc"], fields["judge_protocol"]) == (4.0, 1.0, "vdcscore")
+
+
+def test_judge_line(tmp_path):
+    from vidspec.evaluation.report import RunData, judge_line
+
+    methods = {"ar": {"judge_score": 3.0, "judge_accuracy": 0.5, "judge_unparsable": 1},
+               "sd": {"judge_score": None, "judge_unparsable": 0}}
+    line = judge_line(RunData(tmp_path, "moviechat", {}, {}, [], methods))
+    assert line == "Judge: ar score 3.00, correct 50.0% (1 unreadable, scored as the protocol scores them)"
+    assert judge_line(RunData(tmp_path, "x", {}, {}, [], {"ar": {"judge_score": None}})) == ""

@@ -138,6 +138,19 @@ def markdown_table(methods: dict[str, MethodSummary]) -> str:
     return "\n".join(lines)
 
 
+def judge_line(run: RunData) -> str:
+    """The judge's own figures per method, as lmms-eval reports them: the mean score and, for the
+    correctness judgements (MovieChat, VDC), the share judged correct. Empty when nothing was judged."""
+    judged = {m: s for m, s in run.methods.items() if s.get("judge_score") is not None}
+    if not judged:
+        return ""
+    return "Judge: " + "; ".join(
+        f"{m} score {s['judge_score']:.2f}"
+        + (f", correct {100 * s['judge_accuracy']:.1f}%" if s.get("judge_accuracy") is not None else "")
+        + (f" ({s['judge_unparsable']} unreadable, scored as the protocol scores them)" if s["judge_unparsable"] else "")
+        for m, s in judged.items())
+
+
 def category_tables(run: RunData) -> str:
     """One table per category the records carry (e.g. Video-MME by duration, domain and task type):
     each value's score per method, with its sample count. Empty when the records carry none."""
@@ -285,6 +298,8 @@ def render_markdown(runs: list[RunData], plot_paths: dict[str, list[Path]], base
            "models do).", ""]
     for run in runs:
         out += [f"## {run.benchmark}", "", _run_header(run), "", markdown_table(run.methods), ""]
+        if line := judge_line(run):
+            out += [line, ""]
         if cats := category_tables(run):
             out += [cats, ""]
         for p in plot_paths.get(str(run.path), []):
