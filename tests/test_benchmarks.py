@@ -130,3 +130,22 @@ def test_train_7b_smoke(tmp_path):
             rec = run["record"]
             assert rec["inv_freq_dtype"] == "torch.float32" and rec["positions_equal"] and rec["feature_max_abs_diff"] == 0
             assert run["short"]["step_s"] > 0 and run["long"]["text_tokens_per_s"] > 0
+
+
+def test_user_path_smoke(tmp_path):
+    """`vidspec generate` processes and the warm Python API at tiny shapes on the CPU: every part runs and reports
+    its one-time costs apart from the per-token ones."""
+    _run("user_path_gpu.py", "--smoke", "--processes", "ar_first,sd", "--out", str(tmp_path))
+    doc = json.loads((tmp_path / "user_path_smoke.json").read_text())
+    _has_machine_info(doc)
+    for name in ("ar_first", "sd"):
+        proc = doc["processes"][name]
+        assert proc["returncode"] == 0, proc.get("stderr_tail")
+        rec = proc["records"][-1]
+        assert rec["load_s"] > 0 and rec["warmup_s"] > 0 and rec["decode_ms_per_token"] > 0
+    assert len(doc["processes"]["sd"]["records"]) == 2  # a two-request JSONL, one line each
+    assert doc["processes"]["sd"]["records"][0]["k_history"][0] == [0, 4]
+    api = doc["api"]
+    assert all("error" not in api["methods"][m] for m in ("ar", "sd", "sparrow")), api["methods"]
+    assert api["engine_step_ms"] > 0 and api["hf_generate"]["decode_ms_per_token"] > 0
+    assert api["eager_profile"] and set(doc["goals"]) >= {"eager_vs_hf_generate", "api_sd_vs_ar"}
