@@ -230,3 +230,11 @@ def test_video_and_requests_exclusive(capfd, bikes, tmp_path):
     reqs.write_text(json.dumps({"video": bikes}) + "\n")
     code, _, err = run_cli(capfd, "--video", bikes, "--requests", str(reqs))
     assert code == 2 and "not both" in _one_clean_line(err)
+
+
+def test_fast_engine_warms_up_on_the_first_request(capfd, bikes):
+    code, out, err = run_cli(capfd, "--target", "tiny-qwen2.5-vl", "--method", "sd", "--engine", "fast", "--video",
+                             bikes, "--max-new-tokens", "10", "--json")
+    assert code == 0, err
+    rec = json.loads(out.strip().splitlines()[-1])
+    assert rec["engine"] == "fast" and rec["warmup_s"] > 0 and rec["num_new_tokens"] == 10

@@ -206,13 +206,14 @@ def _warm(decoder, jobs: list[dict], engine: str) -> dict:
         return decoder.warmup()
     first = jobs[0]
     first["_clip"] = _read(decoder, first["video"])  # kept for the request itself
-    clip = first["_clip"][0]
-    ids, _ = decoder.target.build_prompt(Request(prompt=first["prompt"], clip=clip))
+    request = Request(prompt=first["prompt"], clip=first["_clip"][0])
+    ids, _ = decoder.target.build_prompt(request)
     n = int(ids.shape[0])
     span = max(j["max_new_tokens"] for j in jobs) + int(getattr(decoder, "k", 0) or getattr(decoder, "depth", 0)) + 1
     low = max(0, n - lm.bucket) if len(jobs) == 1 else 0
-    return decoder.warmup(min_context=low, max_context=min(lm.max_len - 1, n + span if len(jobs) == 1 else
-                                                          max(n + span, 4096)))
+    # The first request itself is the warm-up decode (a few tokens): its video's shapes are compiled for sure.
+    return decoder.warmup(request=request, min_context=low,
+                          max_context=min(lm.max_len - 1, n + span if len(jobs) == 1 else max(n + span, 4096)))
 
 
 def result_record(decoder, result, method: str, target: str, engine: str, video_s: float, clip,
