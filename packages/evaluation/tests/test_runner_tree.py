@@ -41,7 +41,9 @@ def test_tree_records_are_token_identical_to_ar(run):
     records = read_jsonl(f"{cfg.out}/records.jsonl")
     assert sorted(r["method"] for r in records) == ["ar", "ar", "tree-sparrow", "tree-sparrow"]
     for r in records:
-        assert set(r) == set(typing.get_type_hints(SampleRecord)), "records follow the TypedDict exactly"
+        hints = set(typing.get_type_hints(SampleRecord))
+        # Every field but the benchmark-dependent ones (a scoring protocol's scorer, categories) is always there.
+        assert hints - {"scorer", "categories"} <= set(r) <= hints, "records follow the TypedDict"
         if r["method"] != "tree-sparrow":
             continue
         assert r["token_identical_to_ar"] and r["dsr"] is not None
