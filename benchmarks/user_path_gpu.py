@@ -267,7 +267,7 @@ def api(args, loaded: dict, res: dict, save) -> None:
     adapter.hf_generate(request, 2)  # its own warm-up
     sync(dev)
     t = time.perf_counter()
-    adapter.hf_generate(request, hn)
+    hn = len(adapter.hf_generate(request, hn))  # fewer if it met an EOS
     sync(dev)
     t_n = time.perf_counter() - t
     t = time.perf_counter()
@@ -382,6 +382,9 @@ def main(argv=None) -> int:
         res.setdefault("api", {})["error"] = f"{type(e).__name__}: {e}"
         print(f"api: {res['api']['error']}", flush=True)
     del loaded
+    import gc
+
+    gc.collect()
     if args.device.startswith("cuda"):
         torch.cuda.empty_cache()
     save()
