@@ -152,3 +152,14 @@ def test_judge_line(tmp_path):
     line = judge_line(RunData(tmp_path, "moviechat", {}, {}, [], methods))
     assert line == "Judge: ar score 3.00, correct 50.0% (1 unreadable, scored as the protocol scores them)"
     assert judge_line(RunData(tmp_path, "x", {}, {}, [], {"ar": {"judge_score": None}})) == ""
+
+
+def test_cli_takes_shard_and_judge_workers(synthvid, tmp_path, capsys):
+    from vidspec.evaluation.cli_eval import eval_main, eval_parser
+
+    cfg = eval_parser().parse_args(["--benchmark", "videomme", "--out", "o", "--shard", "3/8", "--judge_workers", "4"])
+    assert (cfg.shard, cfg.judge_workers) == ("3/8", 4)
+    assert eval_main(["--benchmark", "synthvid_captions", "--data", str(synthvid), "--methods", "ar",
+                      "--max-new-tokens", "4", "--warmup", "false", "--no-progress", "--report", "false",
+                      "--shard", "0/2", "--out", str(tmp_path / "p0")]) == 0
+    assert '"shard": "0/2"' in (tmp_path / "p0" / "config.json").read_text()
