@@ -75,3 +75,25 @@ $(LMMS_STAMP): $(LMMS_CONSTRAINTS) packages/decoding/pyproject.toml packages/eva
 test-lmms: install-lmms
 	$(LMMS_VENV)/bin/pytest -q -m "not gpu and not multigpu and not slow" --timeout=600 \
 		packages/evaluation/tests/test_lmms_eval.py packages/evaluation/tests/test_benchmarks_scoring.py
+
+# The `speculators` package (the EAGLE-3 draft format vLLM and SGLang load) in its own environment: speculators 0.9.0
+# pins transformers <= 5.19 and datasets <= 5.1.0, below the main environment's 5.24 / 5.2.0. The export test runs in
+# the main environment and loads `vidspec export --format speculators` output with speculators there.
+SPEC_VENV        := .venv-speculators
+SPEC_CONSTRAINTS := constraints/speculators.txt
+SPEC_STAMP       := $(SPEC_VENV)/.installed
+
+.PHONY: install-speculators test-speculators
+
+install-speculators: $(SPEC_STAMP)
+
+$(SPEC_STAMP): $(SPEC_CONSTRAINTS)
+	test -x $(SPEC_VENV)/bin/python || $(PYTHON) -m venv $(SPEC_VENV)
+	$(SPEC_VENV)/bin/python -m pip install -q --upgrade pip
+	# Exact pins without the resolver (see the constraints file for what is left out and why).
+	$(SPEC_VENV)/bin/python -m pip install -q --no-deps -r $(SPEC_CONSTRAINTS)
+	touch $(SPEC_STAMP)
+
+test-speculators: install install-speculators
+	VIDSPEC_SPECULATORS_PYTHON=$(SPEC_VENV)/bin/python $(VENV)/bin/pytest -q --timeout=600 \
+		packages/draft_training/tests/test_speculators_export.py

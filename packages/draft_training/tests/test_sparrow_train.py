@@ -281,8 +281,8 @@ def test_resume_reproduces_losses_and_export_decodes_losslessly(dataset, tmp_pat
         assert got[step] == pytest.approx(ref[step], rel=1e-5, abs=1e-6), step
 
     rel = export_checkpoint(tmp_path / "full" / "checkpoints" / "last.ckpt", tmp_path / "release")
-    with pytest.raises(ConfigError, match="float32 only"):  # a Sparrow release is not narrowed
-        export_checkpoint(tmp_path / "full" / "checkpoints" / "last.ckpt", tmp_path / "half", dtype="bfloat16")
+    with pytest.raises(ConfigError, match="float32 or bfloat16"):  # a Sparrow release is float32 or bfloat16
+        export_checkpoint(tmp_path / "full" / "checkpoints" / "last.ckpt", tmp_path / "half", dtype="float16")
     assert not (tmp_path / "half").exists()
     man = json.loads((rel / "manifest.json").read_text())
     assert man["kind"] == "sparrow-draft" and man["target_id"] == "tiny-qwen2.5-vl"

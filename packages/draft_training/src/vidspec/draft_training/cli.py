@@ -230,20 +230,33 @@ def train_main(argv: list[str]) -> int:
     return 0
 
 
-def export(ckpt: str, out: str, overwrite: bool = False, dtype: str = "float32") -> int:
+def export(ckpt: str | None = None, out: str | None = None, release: str | None = None, overwrite: bool = False,
+           dtype: str = "float32", trust_checkpoint: bool = False, format: str = "vidspec",
+           push_to_hub: str | None = None, private: bool = False, revision: str | None = None,
+           license: str | None = None) -> int:
     """Export a training checkpoint to a release folder (Hugging Face format + manifest + card).
 
     Args:
         ckpt: the training checkpoint (e.g. runs/X/checkpoints/last.ckpt).
         out: release folder to write.
+        release: an existing release folder to convert or publish instead of a checkpoint.
         overwrite: replace ``out`` if it exists.
-        dtype: weights saved as float32, bfloat16 or float16 (Video-LLM releases; a bfloat16 one is
-            half the size and loads upcast).
+        dtype: weights saved as float32, bfloat16 or float16 (a Sparrow draft: float32 or bfloat16; a
+            bfloat16 release is half the size and loads upcast).
+        trust_checkpoint: read a checkpoint that holds more than tensors and plain types (a full
+            pickle, which can run code: only for files from a source you trust).
+        format: vidspec (default) or speculators (a Sparrow draft in the EAGLE-3 layout vLLM and SGLang load).
+        push_to_hub: upload the folder to this Hugging Face repository (org/name); needs a token.
+        private: create the repository private.
+        revision: the branch to upload to (created if missing).
+        license: the license id in the model card's metadata.
     """
-    from vidspec.draft_training.export import export_checkpoint
+    from vidspec.draft_training.export import export_release
     from vidspec.draft_training.sft import VLMSFTModule  # noqa: F401  (registers its exporter)
 
-    print(export_checkpoint(ckpt, out, overwrite=overwrite, dtype=dtype))
+    print(export_release(ckpt, out, release=release, overwrite=overwrite, dtype=dtype,
+                         trust_checkpoint=trust_checkpoint, format=format, push_to_hub=push_to_hub, private=private,
+                         revision=revision, license=license))
     return 0
 
 
@@ -252,15 +265,17 @@ def export_main(argv: list[str]) -> int:
     from jsonargparse import ArgumentError, ArgumentParser
 
     from vidspec.decoding.cli import normalize_flags
+    from vidspec.draft_training.export import expand_switches
 
     parser = ArgumentParser(prog="vidspec export", description=export.__doc__.splitlines()[0],
                             exit_on_error=False, default_env=False)
     parser.add_function_arguments(export, as_positional=False)
     try:
-        cfg = parser.parse_args(normalize_flags(list(argv)))
+        cfg = parser.parse_args(expand_switches(normalize_flags(list(argv))))
     except ArgumentError as e:
         raise ConfigError(one_line(e, "invalid configuration")) from None
-    return export(cfg.ckpt, cfg.out, cfg.overwrite, cfg.dtype)
+    return export(**{k: cfg[k] for k in ("ckpt", "out", "release", "overwrite", "dtype", "trust_checkpoint", "format",
+                                         "push_to_hub", "private", "revision", "license")})
 
 
 if __name__ == "__main__":

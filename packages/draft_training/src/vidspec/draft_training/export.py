@@ -6,7 +6,13 @@ A release is a Hugging Face-format folder::
     OUT/tokenizer.json, tokenizer_config.json, ...                the training tokenizer
     OUT/vidspec.json      {"adapter_options": {...}, "max_frames": N}: read by load_target
     OUT/manifest.json     git SHA, module, training config, final metrics, sha256 fingerprint
-    OUT/README.md         model card (what it is, how it was trained, the command to retrain)
+    OUT/README.md         model card (huggingface_hub ModelCard: YAML metadata, use, training facts)
+
+A Sparrow draft's release is a ``SparrowDraftModel.save_pretrained`` folder instead (see
+docs/releases.md). Checkpoints are read with ``torch.load(weights_only=True)``: tensors and the plain
+types Lightning stores, nothing that runs code; a checkpoint holding other objects needs
+``trust_checkpoint``. Manifests and cards name no path of the exporting machine (see
+:func:`vidspec.draft_training.cards.portable`).
 
 Which files a module writes is up to an *exporter* registered for its class; the driver
 (:func:`export_checkpoint`) loads the checkpoint, calls the exporter, and writes the manifest,
@@ -31,6 +37,7 @@ import importlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import uuid
@@ -41,8 +48,10 @@ from typing import Any
 
 import torch
 
+from vidspec.decoding.drafters.sparrow import RELEASE_DTYPES
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fsutil import replace_dir
+from vidspec.draft_training.cards import portable
 
 MANIFEST_VERSION = 1
 
@@ -191,8 +200,54 @@ def fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
-def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
+def _plain_globals() -> list:
+    """Classes beyond tensors and builtins that Lightning writes into a checkpoint and that only hold data."""
+    import pathlib
+
+    # Lightning itself writes dicts, lists, numbers, strings and tensors (its hyperparameters are saved as a
+    # plain dict); paths come in through callbacks' and loggers' state.
+    return [pathlib.PosixPath, pathlib.PurePosixPath, pathlib.WindowsPath, pathlib.PureWindowsPath]
+
+
+def read_checkpoint(path: str | Path, map_location: str = "cpu", trust_checkpoint: bool = False) -> dict:
+    """``torch.load`` of a training checkpoint without running code from it.
+
+    Loads with ``weights_only=True`` (tensors, containers, numbers, strings and the classes of
+    :func:`_plain_globals`). A pickle naming any other class could run arbitrary code while it is read,
+    so it is refused unless ``trust_checkpoint`` (then loaded as a full pickle).
+
+    Raises:
+        ConfigError: the file is unreadable, or holds other objects and ``trust_checkpoint`` is off.
+    """
+    import pickle
+
+    from vidspec.decoding.cli import one_line
+
+    if trust_checkpoint:
+        try:
+            return torch.load(str(path), map_location=map_location, weights_only=False)
+        except Exception as e:  # corrupt or not a torch file
+            raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {one_line(e, 'unreadable')}") from None
+    try:
+        with torch.serialization.safe_globals(_plain_globals()):
+            return torch.load(str(path), map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"(Unsupported global: GLOBAL [\w.]+|[\w.<>' ]+ was not an allowed global|Can only \w+ for "
+                          r"[^;]*)", str(e))
+        if found is None:  # not a pickle of objects at all (a text file, a truncated file)
+            raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: "
+                              f"{one_line(e, 'unreadable')[:200]}") from None
+        raise ConfigError(f"{path} holds objects other than tensors and plain types ({found.group(1).strip()}); "
+                          f"reading them would run code from the file. If you trust where it came from, pass "
+                          f"--trust-checkpoint") from None
+    except Exception as e:  # corrupt or not a torch file
+        raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {one_line(e, 'unreadable')}") from None
+
+
+def load_module(ckpt_path: str | Path, map_location: str = "cpu", trust_checkpoint: bool = False):
     """Rebuild the LightningModule a ``vidspec train`` checkpoint came from (class from the checkpoint).
+
+    The file is read by :func:`read_checkpoint` (no code from it runs unless ``trust_checkpoint``).
 
     Raises:
         ConfigError: missing or foreign checkpoint, a module class that cannot be imported (e.g. its
@@ -204,10 +259,7 @@ def load_module(ckpt_path: str | Path, map_location: str = "cpu"):
     path = Path(ckpt_path)
     if not path.is_file():
         raise ConfigError(f"checkpoint not found: {path}")
-    try:
-        ckpt = torch.load(str(path), map_location=map_location, weights_only=False)
-    except Exception as e:  # corrupt or not a torch file
-        raise ConfigError(f"cannot read checkpoint {path}: {type(e).__name__}: {one_line(e, 'unreadable')}") from None
+    ckpt = read_checkpoint(path, map_location, trust_checkpoint)
     info = ckpt.get("vidspec") if isinstance(ckpt, dict) else None
     if not isinstance(info, dict) or "module" not in info:
         raise ConfigError(f"{path} is not a vidspec training checkpoint (no 'vidspec' entry)")
@@ -263,46 +315,24 @@ def _init_arch(init_from: str | None) -> dict | None:
     return _json_field(init_from, "manifest.json", "arch")
 
 
-def _card(manifest: dict, extra: str | None) -> str:
-    cfg_cmd = "vidspec train fit --config config.yaml"
-    lines = [
-        f"# {manifest['name']}",
-        "",
-        extra or "A vidspec model.",
-        "",
-        "## Use",
-        "",
-        "```",
-        f"vidspec generate --target {manifest['name']} --video clip.mp4 --prompt \"Describe the video in detail.\"",
-        "```",
-        "",
-        "Load in Python with `vidspec.decoding.models.load_target(path)`; the frame budget and adapter options "
-        "are in `vidspec.json`.",
-        "",
-        "## Training",
-        "",
-        f"- module: `{manifest['module']}`",
-        f"- steps: {manifest['metrics'].get('global_step', 'unknown')}"
-        + (" (continuing the model below)" if manifest.get("init_from") else ""),
-        *([f"- initialised from: `{manifest['init_from']}` (its own card and manifest say how it was trained)"]
-          if manifest.get("init_from") else []),
-        f"- git: `{manifest['git_sha']}`",
-        f"- data: `{manifest.get('data_path')}`" + (f" (caption styles {manifest['caption_styles']})"
-                                                   if manifest.get("caption_styles") else ""),
-        "",
-        "Retrain: `manifest.json` holds the resolved training config under `training_config`; save it as "
-        f"YAML and run `{cfg_cmd}`.",
-        "",
-        "## Final metrics",
-        "",
-        *[f"- {k}: {v:.4g}" if isinstance(v, float) else f"- {k}: {v}" for k, v in sorted(manifest["metrics"].items())],
-        "",
-        f"Weights fingerprint (sha256 of the safetensors files): `{manifest['fingerprint']}`",
-        "",
-        "Trained on synthetic data for testing speculative decoding; not a general-purpose model.",
-        "",
-    ]
-    return "\n".join(lines)
+def _card(manifest: dict, extra: str | None, repo: str | None = None, license: str | None = None) -> str:
+    """The release's model card (``README.md``) as text (see :func:`vidspec.draft_training.cards.release_card`)."""
+    from vidspec.draft_training.cards import release_card
+
+    return str(release_card(manifest, extra, repo=repo, license=license))
+
+
+def _data_manifest(data_path: str | None) -> dict | None:
+    """A summary of the training data's own manifest (``synthvid.json``), or None where it cannot be read."""
+    f = Path(data_path) / "synthvid.json" if data_path else None
+    try:
+        raw = json.loads(f.read_text()) if f is not None and f.is_file() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    keep = ("format", "format_version", "world_version", "config", "splits", "rows", "split_rule")
+    return {"name": Path(data_path).name, **{k: raw[k] for k in keep if k in raw}}
 
 
 def _world_version(data_path: str | None) -> int | None:
@@ -317,15 +347,17 @@ EXPORT_DTYPES = ("float32", "bfloat16", "float16")
 
 
 def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: bool = False,
-                      dtype: str = "float32") -> Path:
+                      dtype: str = "float32", trust_checkpoint: bool = False, license: str | None = None) -> Path:
     """Export a training checkpoint into a release folder (see the module docstring).
 
     The folder is written beside ``out_dir`` and renamed at the end, so a failed export leaves no
     folder that looks like a release. ``dtype`` narrows the saved weights (a bfloat16 Video-LLM release
-    is half the size; recorded in the manifest as ``weights_dtype``).
+    is half the size; recorded in the manifest as ``weights_dtype``; a Sparrow draft takes float32 or
+    bfloat16). ``trust_checkpoint`` allows a checkpoint that holds more than tensors and plain types
+    (see :func:`read_checkpoint`). ``license`` goes into the card's metadata.
 
     Raises:
-        ConfigError: bad checkpoint, unregistered module type, unknown ``dtype`` (or one the module's
+        ConfigError: bad or untrusted checkpoint, unregistered module type, unknown ``dtype`` (or one the module's
             exporter cannot write), or ``out_dir`` exists (without ``overwrite``).
     """
     if dtype not in EXPORT_DTYPES:
@@ -335,9 +367,14 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
         raise ConfigError(f"--out {out} is a file, not a release folder")
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise ConfigError(f"--out {out} exists and is not empty (pass --overwrite to replace it)")
-    module, ckpt = load_module(ckpt_path)
+    module, ckpt = load_module(ckpt_path, trust_checkpoint=trust_checkpoint)
     info = ckpt["vidspec"]
-    ctx = ExportContext(str(ckpt_path), info.get("run_config"), final_metrics(info), dtype=dtype)
+    sparrow = _sparrow_draft(module)
+    if sparrow is not None and dtype not in RELEASE_DTYPES:
+        raise ConfigError(f"--dtype {dtype}: a Sparrow draft is exported in {' or '.join(RELEASE_DTYPES)}")
+    # A Sparrow exporter writes float32; the driver narrows the saved draft afterwards.
+    ctx = ExportContext(str(ckpt_path), info.get("run_config"), final_metrics(info),
+                        dtype="float32" if sparrow is not None else dtype)
     fn = exporter_for(module)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
@@ -347,6 +384,8 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
         raise ConfigError(f"--out {out}: cannot create it ({e.strerror or e})") from None
     try:
         fields = dict(fn(module, tmp, ctx) or {})
+        if sparrow is not None and dtype != "float32":
+            sparrow.save_pretrained(tmp, dtype=dtype)
         card_text = fields.pop("card", None)
         data_cfg = ((ctx.run_config or {}).get("data") or {})
         data_args = data_cfg.get("init_args", data_cfg) if isinstance(data_cfg, dict) else {}
@@ -358,7 +397,9 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
             "git_sha": git_sha(),
             "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "checkpoint": str(Path(ckpt_path).absolute()),
+            "summary": card_text,
             "data_path": data_args.get("path"),
+            "data": _data_manifest(data_args.get("path")),
             "caption_styles": data_args.get("caption_styles"),
             "data_world_version": _world_version(data_args.get("path")),
             "metrics": ctx.metrics,
@@ -367,14 +408,24 @@ def export_checkpoint(ckpt_path: str | Path, out_dir: str | Path, overwrite: boo
             "versions": {"torch": torch.__version__, "transformers": _version("transformers"),
                          "lightning": _version("lightning"), "python": platform.python_version()},
             "training_config": ctx.run_config,
+            **({"license": license} if license else {}),
         }
+        manifest = portable(manifest)  # no path of this machine in a release
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-        (tmp / "README.md").write_text(_card(manifest, card_text))
+        (tmp / "README.md").write_text(_card(manifest, card_text, license=license))
         replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _sparrow_draft(module):
+    """The module's Sparrow draft network, or None for other modules (a Video-LLM)."""
+    from vidspec.decoding.drafters.sparrow import SparrowDraftModel
+
+    draft = getattr(module, "draft", None)
+    return draft if isinstance(draft, SparrowDraftModel) else None
 
 
 def _version(name: str) -> str | None:
@@ -384,3 +435,86 @@ def _version(name: str) -> str | None:
         return version(name)
     except PackageNotFoundError:
         return None
+
+
+#: release layouts ``vidspec export --format`` writes
+EXPORT_FORMATS = ("vidspec", "speculators")
+
+
+def export_release(ckpt: str | None = None, out: str | None = None, *, release: str | None = None,
+                   overwrite: bool = False, dtype: str = "float32", trust_checkpoint: bool = False,
+                   format: str = "vidspec", push_to_hub: str | None = None, private: bool = False,
+                   revision: str | None = None, license: str | None = None) -> Path:
+    """``vidspec export``: a checkpoint (or an existing Sparrow release) to a release folder, optionally pushed.
+
+    Args:
+        ckpt: the training checkpoint; or give ``release`` instead.
+        out: the folder to write (required unless only pushing ``release`` in vidspec format).
+        release: an existing release folder to convert (``format``) or publish, instead of a checkpoint.
+        overwrite, dtype, trust_checkpoint, license: as :func:`export_checkpoint`.
+        format: "vidspec" (the Hugging Face folder vidspec loads) or "speculators" (a Sparrow draft in the
+            EAGLE-3 layout of the ``speculators`` package, which vLLM and SGLang load; see
+            :mod:`vidspec.draft_training.formats.speculators`).
+        push_to_hub: upload the written folder to this hub repository (``org/name``).
+        private, revision: the repository's visibility when created, and the branch to upload to.
+
+    Returns:
+        The folder written (or pushed).
+
+    Raises:
+        ConfigError: bad arguments, a bad or untrusted checkpoint, no hub token, a refused upload.
+    """
+    if format not in EXPORT_FORMATS:
+        raise ConfigError(f"--format {format!r}: choose one of {', '.join(EXPORT_FORMATS)}")
+    if (ckpt is None) == (release is None):
+        raise ConfigError("give --ckpt CHECKPOINT or --release FOLDER (one of them)")
+    if push_to_hub:  # fail before a long export when nothing could be published
+        from vidspec.draft_training.hub import hub_token
+
+        hub_token()
+    if release is not None and not Path(release).is_dir():
+        raise ConfigError(f"--release {release}: no such folder")
+    if out is None and not (release is not None and format == "vidspec"):
+        raise ConfigError("--out FOLDER is required")
+    written = Path(release) if release is not None and out is None else None
+    if format == "vidspec" and written is None:
+        if ckpt is not None:
+            written = export_checkpoint(ckpt, out, overwrite=overwrite, dtype=dtype, trust_checkpoint=trust_checkpoint,
+                                        license=license)
+        else:
+            written = Path(out).absolute()
+            if written.exists() and any(written.iterdir()) and not overwrite:
+                raise ConfigError(f"--out {written} exists and is not empty (pass --overwrite to replace it)")
+            shutil.copytree(release, written, dirs_exist_ok=True)
+    elif format == "speculators":
+        from vidspec.draft_training.formats.speculators import export_speculators
+
+        if ckpt is not None:
+            tmp = Path(out).absolute().parent / f".{Path(out).name}.vidspec-{uuid.uuid4().hex[:8]}"
+            try:
+                export_checkpoint(ckpt, tmp, dtype=dtype, trust_checkpoint=trust_checkpoint, license=license)
+                written = export_speculators(tmp, out, overwrite=overwrite, dtype=dtype)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            written = export_speculators(release, out, overwrite=overwrite, dtype=dtype)
+    if push_to_hub:
+        from vidspec.draft_training.hub import push_release
+
+        print(push_release(written, push_to_hub, private=private, revision=revision, license=license))
+    return written
+
+
+#: ``vidspec export`` options that are switches: given alone they mean true
+SWITCHES = ("--overwrite", "--trust_checkpoint", "--private")
+
+
+def expand_switches(argv: list[str]) -> list[str]:
+    """``--private`` -> ``--private true`` where no value follows (jsonargparse's booleans take one)."""
+    out: list[str] = []
+    for i, tok in enumerate(argv):
+        out.append(tok)
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if tok in SWITCHES and (nxt is None or nxt.lower() not in ("true", "false", "1", "0", "yes", "no")):
+            out.append("true")
+    return out
