@@ -51,6 +51,10 @@ def test_two_shards_merge_into_the_table_of_one_run(synthvid, tmp_path):
     for m in single.methods:
         for key in STABLE:
             assert merged.methods[m][key] == pytest.approx(single.methods[m][key]), (m, key)
+    from vidspec.evaluation.report import write_report
+
+    md = write_report(tmp_path / "parts", plots=True, tensorboard=False).read_text()
+    assert md.count("## synthvid_captions") == 1 and "parts 0,1 of 2, merged" in md
 
 
 def test_fidelity_uses_the_benchmark_reading_and_reports_categories(tmp_path):
