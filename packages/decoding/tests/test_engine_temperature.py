@@ -24,7 +24,9 @@ CASES = [("sd", "eager"), ("sd", "fast"), ("sparrow", "eager"), ("sparrow", "fas
 def _decoder(tiny, method: str, engine: str, temperature: float):
     target = tiny(NAME)
     draft = tiny(NAME + "-draft") if method == "sd" else new_sparrow_for(target)
-    return build_decoder(method, target=target, draft=draft, k=K, temperature=temperature, engine=engine)
+    # adaptive=False: every round drafts (the spies below watch the drafter's calls in every round)
+    return build_decoder(method, target=target, draft=draft, k=K, temperature=temperature, engine=engine,
+                         adaptive=False)
 
 
 def _ar(tiny, engine: str, request: Request) -> tuple[int, ...]:
