@@ -61,3 +61,23 @@ def test_strict_paths_are_token_identical_on_the_release(family, clip_path):
         res = build_decoder(method, target=target, k=4, **kw).generate(request, max_new_tokens=24)
         assert res.token_ids == ar.token_ids, method
         assert sum(s.emitted for s in res.steps) / len(res.steps) > 1.5, method  # the drafts are trained: τ well above 1
+
+
+@pytest.mark.parametrize("family", sorted(SETS))
+def test_the_sparrow_release_is_a_hugging_face_model_with_a_card(family):
+    """The Sparrow draft loads with ``from_pretrained`` (and ``AutoConfig``), and its card's YAML metadata parses and
+    names no path of the machine that wrote it."""
+    import yaml
+    from transformers import AutoConfig
+
+    from vidspec.decoding.drafters.sparrow import SparrowConfig, SparrowDraftModel
+
+    folder = SETS[family] / "sparrow-synthvid"
+    model = SparrowDraftModel.from_pretrained(folder)
+    assert model.config.family == family and isinstance(AutoConfig.from_pretrained(folder), SparrowConfig)
+    card = (folder / "README.md").read_text()
+    meta = yaml.safe_load(card.split("---\n")[1])
+    assert meta["library_name"] == "vidspec" and "sparrow" in meta["tags"]
+    assert f"--sparrow {folder.relative_to(REPO)}" in card
+    for text in (card, (folder / "manifest.json").read_text(), (folder / "config.json").read_text()):
+        assert not any(p in text for p in ("/work/", "/root/", "/tmp/", "/home/"))

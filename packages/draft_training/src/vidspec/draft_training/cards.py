@@ -100,8 +100,8 @@ def data_facts(manifest: dict) -> list[str]:
     if d.get("format") == "synthvid":
         c = d.get("config") or {}
         line += (f" (SynthVid, world version {d.get('world_version', 1)}: {c.get('num_videos', '?')} rendered "
-                 f"videos, preset {c.get('preset', '?')}, {c.get('frames', '?')} frames at {c.get('size', '?')}; "
-                 f"splits {d.get('splits', {})})")
+                 f"videos, preset {c.get('preset', '?')}, {c.get('frames', '?')} frames at {c.get('size', '?')}"
+                 + (f"; splits {d['splits']}" if d.get("splits") else "") + ")")
     if styles:
         line += f"; caption styles {list(styles)}"
     return [line]
