@@ -281,7 +281,7 @@ def load_draft_vocab(release: str | Path | SparrowDraftModel, size: int) -> torc
     """The ``size`` most frequent token ids of a release's draft vocabulary (``draft_vocab.json``).
 
     Args:
-        release: a Sparrow release folder, or a draft loaded from one.
+        release: a Sparrow release folder or hub id, or a draft loaded from one.
         size: how many ids (the file lists them by descending frequency; fewer if it has fewer).
 
     Raises:
@@ -291,6 +291,11 @@ def load_draft_vocab(release: str | Path | SparrowDraftModel, size: int) -> torc
         if release.release_dir is None:
             raise ConfigError("--draft-vocab needs a Sparrow release folder (this draft was not loaded from one)")
         release = release.release_dir
+    elif not Path(release).is_dir():  # a hub id: its downloaded snapshot
+        try:
+            release = resolve_release(release)
+        except ModelError as e:
+            raise ConfigError(str(e)) from None
     path = Path(release) / DRAFT_VOCAB_FILE
     if size < 1:
         raise ConfigError(f"--draft-vocab must be >= 1, got {size}")
