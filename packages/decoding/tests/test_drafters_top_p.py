@@ -32,7 +32,8 @@ def draft_calls(monkeypatch):
 def _decoder(method, tiny, engine):
     target = tiny(NAME)
     draft = tiny(NAME + "-draft") if method == "sd" else new_sparrow_for(target)
-    return build_decoder(method, target=target, draft=draft, k=3, temperature=1.0, engine=engine)
+    # adaptive=False: every round drafts (the test counts the draft's choices)
+    return build_decoder(method, target=target, draft=draft, k=3, temperature=1.0, engine=engine, adaptive=False)
 
 
 @pytest.mark.parametrize("engine", ["eager", "fast"])
