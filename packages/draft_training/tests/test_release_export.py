@@ -200,3 +200,21 @@ def test_portable_paths():
     tree = {"a": "/somewhere/else/DATA", "b": ["runs/x", "/root/.cache/thing"], "c": 3}
     assert portable(tree, root="/work/here") == {"a": "DATA", "b": ["runs/x", "thing"], "c": 3}
     assert portable("/work/here/runs/x/last.ckpt", root="/work/here") == "runs/x/last.ckpt"
+
+
+def test_a_tiny_trained_run_exports_a_card_with_valid_metadata_and_no_machine_path(tmp_path, tiny_dataset):
+    """A real (two-step) ``vidspec train`` run of a tiny Video-LLM, whose recipe holds absolute paths of this
+    machine, exports a card whose YAML parses and a manifest and card that name none of them."""
+    from vidspec.draft_training.cli import run_cli
+    from vidspec.draft_training.testing import tiny_recipe
+
+    run = tmp_path / "run"
+    run_cli(["fit", "--config", str(tiny_recipe(run, tiny_dataset, max_steps=2, every=2))])
+    out = tmp_path / "release"
+    assert vidspec(["export", "--ckpt", str(run / "checkpoints" / "last.ckpt"), "--out", str(out)]) == 0
+    card = (out / "README.md").read_text()
+    meta = _front_matter(card)
+    assert meta["library_name"] == "vidspec" and meta["pipeline_tag"] == "video-text-to-text"
+    assert "vidspec generate --target release --method ar" in card and "- steps: 2" in card
+    for text in (card, (out / "manifest.json").read_text()):
+        assert str(tmp_path) not in text and str(tiny_dataset) not in text
