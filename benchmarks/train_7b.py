@@ -344,17 +344,25 @@ def run_one(recipe: dict, module, samples: dict, strategy: str, args, out: Path,
         precision=tr["precision"], gradient_clip_val=tr["gradient_clip_val"], max_steps=args.steps,
         logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0, limit_val_batches=0, callbacks=[record, timer.callback],
+        use_distributed_sampler=False,  # keep the batch order: every long_every-th batch is the long one
         default_root_dir=str(out))
     t0 = time.perf_counter()
     trainer.fit(module, train_dataloaders=loader)
     wall = time.perf_counter() - t0
     rec = json.loads((out / "record.json").read_text())
-    flags = [batches.is_long(i) for i in range(len(timer.rows))]
+    # long or short by content (the batch's visual tokens), whatever order the loader gave
+    cut = (max(r["visual_tokens"] for r in timer.rows) + min(r["visual_tokens"] for r in timer.rows)) / 2
+    flags = [r["visual_tokens"] > cut and r["visual_tokens"] > 0 for r in timer.rows]
+    if len({r["visual_tokens"] for r in timer.rows}) == 1:
+        flags = [False] * len(timer.rows)
     return {"strategy": type(trainer.strategy).__name__, "precision": tr["precision"],
             "gradient_clip_val": tr["gradient_clip_val"], "optimizer_steps": trainer.global_step, "wall_s": round(wall, 1),
             "record": {k: v for k, v in rec.items() if k != "grad_norms_after_clip"},
             "max_grad_norm_after_clip": max(rec["grad_norms_after_clip"]) if rec["grad_norms_after_clip"] else None,
-            **summarise(timer.rows, flags, args.warmup, peak)}
+            **summarise(timer.rows, flags, args.warmup, peak),
+            "per_step": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()
+                          if k in ("step_s", "target_s", "visual_tokens", "text_tokens", "peak_gib")}
+                         for r in timer.rows]}
 
 
 def bench_family(family: str, args, work: Path, peak: float | None, res: dict, save=lambda: None) -> dict:
