@@ -18,11 +18,11 @@ What it measures, in one run on one GPU:
 - ``api`` (first): the Python API in this process, on the models it built (see below).
 - ``processes``: ``vidspec generate`` as separate processes (``generate_main``, what the ``vidspec`` entry point
   calls): AR twice (the first with an empty torch compile cache, the second with the cache the first left), then
-  sd and sparrow over a two-request JSONL. Per process: wall time, and the records' load_s, warmup_s, prefill_s
+  sd (and sparrow, on request) over a two-request JSONL with the compile cache the API part filled. Per process: wall time, and the records' load_s, warmup_s, prefill_s
   and decode ms/token.
 - ``api``: one shared FastTarget, each method's decoder warmed up
   (``decoder.warmup()``), then two requests each; the eager engine's AR on the same adapter; transformers'
-  ``generate`` on the same module (per token: (t(n) - t(1)) / (n - 1)); the engine's steady-state single-token
+  ``generate`` on the same module (per token after the first, timed at its stopping checks); the engine's steady-state single-token
   step (a CUDA graph replay at the request's context length, as ``engine_gpu.py`` times it); a cProfile of
   the eager step (where its host time goes) and the eager step with cuDNN attention allowed (``VIDSPEC_SDPA_CUDNN=1``).
 - ``goals``: warm decode / engine step (<= 1.1), eager / HF generate (<= 1.0), never-accepted sd and sparrow / AR
@@ -140,8 +140,12 @@ def run_process(args: list[str], env: dict) -> dict:
 def processes(args, models: dict, work: Path, res: dict, save) -> None:
     paths = models["paths"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*map(str, SRC), os.environ.get("PYTHONPATH", "")]),
-           "VIDSPEC_COMPILE_CACHE": str(work / "compile-cache"), "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1"}
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    # The AR pair shares a compile cache that starts empty (first process cold, second warm); sd and sparrow use
+    # the cache this process's API part filled, as a user's later processes would.
+    caches = {"ar_first": work / "compile-cache-ar", "ar_second": work / "compile-cache-ar",
+              "sd": work / "compile-cache-api", "sparrow": work / "compile-cache-api"}
     common = ["--target", paths["target"], "--device", args.device, "--max-new-tokens", str(args.max_new_tokens)]
     reqs = work / "requests.jsonl"
     reqs.write_text("".join(json.dumps({"video": args.video, "prompt": PROMPT, "id": f"r{i}"}) + "\n" for i in range(2)))
@@ -158,7 +162,8 @@ def processes(args, models: dict, work: Path, res: dict, save) -> None:
             res["processes"][name] = {"skipped": f"past --budget-s {args.budget_s}"}
             print(f"process {name}: skipped (time budget)", flush=True)
             continue
-        res["processes"][name] = run_process(plan[name], env)
+        res["processes"][name] = run_process(plan[name], {**env, "VIDSPEC_COMPILE_CACHE": str(caches[name])})
+        res["processes"][name]["compile_cache"] = caches[name].name
         p = res["processes"][name]
         r = (p.get("records") or [{}])[-1]
         print(f"process {name}: rc {p['returncode']}, wall {p['process_wall_s']:.1f} s, load {r.get('load_s', 0):.1f} s, "
@@ -205,6 +210,32 @@ def eager_profile(decoder, request, n: int) -> list[dict]:
         rows.append({"function": f"{Path(file).name}:{line}({fn})", "calls": nc, "tottime_ms": round(1e3 * tt, 2),
                      "cumtime_ms": round(1e3 * ct, 2)})
     return rows
+
+
+def hf_generate_ms(adapter, request, n: int, device: str) -> dict:
+    """transformers' greedy ``generate`` on the adapter's module and prompt: mean ms per token after the first,
+    timed between its per-token stopping checks (synchronised), so the prefill is not in it."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class Clock(StoppingCriteria):
+        def __init__(self):
+            self.times: list[float] = []
+
+        def __call__(self, input_ids, scores, **kwargs):
+            sync(device)
+            self.times.append(time.perf_counter())
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    ids, visual = adapter.build_prompt(request)
+    inputs = adapter.generate_inputs(ids, visual)
+    adapter.model.generate(**inputs, max_new_tokens=4, do_sample=False)  # its own warm-up
+    clock = Clock()
+    sync(device)
+    t0 = time.perf_counter()
+    adapter.model.generate(**inputs, max_new_tokens=n, do_sample=False, stopping_criteria=StoppingCriteriaList([clock]))
+    t = clock.times
+    return {"tokens": len(t), "prefill_s": t[0] - t0 if t else None,
+            "decode_ms_per_token": 1e3 * (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else None}
 
 
 def api(args, loaded: dict, res: dict, save) -> None:
@@ -263,18 +294,7 @@ def api(args, loaded: dict, res: dict, save) -> None:
         os.environ.pop("VIDSPEC_SDPA_CUDNN")
     out["eager_profile"] = eager_profile(eager, request, max(4, n // 2))
     save()
-    hn = n
-    adapter.hf_generate(request, 2)  # its own warm-up
-    sync(dev)
-    t = time.perf_counter()
-    hn = len(adapter.hf_generate(request, hn))  # fewer if it met an EOS
-    sync(dev)
-    t_n = time.perf_counter() - t
-    t = time.perf_counter()
-    adapter.hf_generate(request, 1)
-    sync(dev)
-    t_1 = time.perf_counter() - t
-    out["hf_generate"] = {"tokens": hn, "decode_ms_per_token": 1e3 * (t_n - t_1) / (hn - 1), "prefill_s": t_1}
+    out["hf_generate"] = hf_generate_ms(adapter, request, n, dev)
     print(f"api eager: prefill {e1.timings.prefill_s:.3f} s, decode {out['eager_ar']['decode_ms_per_token']:.2f} "
           f"ms/token; HF generate {out['hf_generate']['decode_ms_per_token']:.2f} ms/token", flush=True)
     save()
@@ -331,7 +351,7 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default="ar,sd,sparrow")
     ap.add_argument("--processes", default="ar_first,ar_second,sd",
                     help="comma-separated: ar_first, ar_second, sd, sparrow ('' = none)")
-    ap.add_argument("--eager-tokens", type=int, default=64, help="tokens of the eager and HF generate decodes")
+    ap.add_argument("--eager-tokens", type=int, default=48, help="tokens of the eager and HF generate decodes")
     ap.add_argument("--reps", type=int, default=50, help="timed replays of the engine step")
     ap.add_argument("--budget-s", type=float, default=1e9, help="skip the processes not started by then")
     ap.add_argument("--smoke", action="store_true", help="tiny models on the CPU, a few tokens")
@@ -357,7 +377,8 @@ def main(argv=None) -> int:
     from vidspec.evaluation.runner import git_info, machine_info
 
     t_start = args.t_start = time.perf_counter()
-    # This process's compilations go to a cache of their own: the first `vidspec generate` process starts cold.
+    # This process's compilations go to a cache of their own: the first `vidspec generate` process starts cold
+    # (Triton's own cache of the engine's hand-written kernels is shared: ~/.triton/cache).
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(work / "compile-cache-api")
     res: dict = {"machine": machine_info(args.device), "git": git_info(),
                  "args": {k: v for k, v in vars(args).items() if k != "t_start"},
