@@ -207,11 +207,14 @@ def release_card(manifest: dict, summary: str | None = None, repo: str | None = 
 
     name = repo or manifest.get("name", "release")
     data = manifest.get("data") or {}
+    summary = summary or manifest.get("summary") or "A vidspec model."
+    # An exporter's own "Decode: ..." line names a placeholder folder; the Use section below gives the exact command.
+    summary = "\n\n".join(p for p in summary.split("\n\n") if not p.startswith("Decode:"))
     synthetic = data.get("format") == "synthvid"
     body = [
         f"# {manifest.get('name', name)}",
         "",
-        summary or manifest.get("summary") or "A vidspec model.",
+        summary,
         "",
         *_use(manifest, name),
         "## Training",
