@@ -386,6 +386,11 @@ def main(argv=None) -> int:
     import transformers
 
     res["versions"]["transformers"] = transformers.__version__
+    res["versions"]["cudnn"] = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    try:  # which SDPA backends torch tries first on this device (cuDNN's builds a plan per new shape)
+        res["versions"]["sdpa_priority"] = [str(b) for b in torch._C._get_sdp_priority_order()]
+    except (AttributeError, RuntimeError):
+        pass
     path = out / ("user_path_smoke.json" if args.smoke else "user_path.json")
 
     def save() -> None:
