@@ -198,8 +198,8 @@ def test_portable_paths():
     from vidspec.draft_training.cards import portable
 
     tree = {"a": "/somewhere/else/DATA", "b": ["runs/x", "/root/.cache/thing"], "c": 3}
-    assert portable(tree, root="/work/here") == {"a": "DATA", "b": ["runs/x", "thing"], "c": 3}
-    assert portable("/work/here/runs/x/last.ckpt", root="/work/here") == "runs/x/last.ckpt"
+    assert portable(tree, root="/srv/checkout") == {"a": "DATA", "b": ["runs/x", "thing"], "c": 3}
+    assert portable("/srv/checkout/runs/x/last.ckpt", root="/srv/checkout") == "runs/x/last.ckpt"
 
 
 def test_a_tiny_trained_run_exports_a_card_with_valid_metadata_and_no_machine_path(tmp_path, tiny_dataset):
