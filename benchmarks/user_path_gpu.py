@@ -5,7 +5,7 @@ reader as wheels where the machine lacks them)::
 
     PYTHONPATH=packages/decoding/src:packages/draft_training/src:packages/evaluation/src \\
         python benchmarks/user_path_gpu.py --video clip.mp4 --out "$OUT"
-    .venv/bin/python benchmarks/user_path_gpu.py --smoke --out /tmp/up     # CPU, tiny shapes, ~1 min
+    .venv/bin/python benchmarks/user_path_gpu.py --smoke --out DIR      # CPU, tiny shapes, < 1 min
 
 What it builds (no hub access): a Qwen2.5-VL-7B-shaped target from the real configuration with random bf16 weights,
 a draft VLM of the same width and vocabulary with 2 language layers, and an untrained Sparrow draft made for the
