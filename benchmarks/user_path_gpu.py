@@ -416,7 +416,13 @@ def main(argv=None) -> int:
     def save() -> None:
         res["goals"] = goals(res)
         res["total_s"] = time.perf_counter() - t_start
-        path.write_text(json.dumps(res, indent=2))
+        text = json.dumps(res, indent=2)
+        # The result names no folders of the machine it ran on.
+        for folder, name in ((work.resolve(), "SCRATCH"), (work, "SCRATCH"), (out.resolve(), "OUT"), (out, "OUT"),
+                             (Path(args.video).resolve().parent, "VIDEO_DIR"), (Path(args.video).parent, "VIDEO_DIR")):
+            if str(folder) not in ("", "."):
+                text = text.replace(str(folder), name)
+        path.write_text(text)
 
     with torch.inference_mode():
         res["models"], loaded = build_models(work, args.smoke, args.device)
