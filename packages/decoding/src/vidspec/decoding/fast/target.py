@@ -250,7 +250,7 @@ class FastTarget:
         ids, visual = a.build_prompt(request)
         dev = self.device
         input_ids = ids[None].to(dev)
-        embeds = a.model.get_input_embeddings()(input_ids)[0]
+        embeds = a.embed(input_ids)[0]
         visual_positions = torch.nonzero(ids == a.video_token_id).flatten()
         vis_dev = visual_positions.to(dev)  # once, before the LM prefill is queued (a pageable copy waits for the stream)
         if visual is not None:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.prompts import check_user_text
 from vidspec.decoding.types import Request, TargetState, VerifyOutput, VideoClip
 
 log = logging.getLogger(__name__)
@@ -319,6 +320,18 @@ class HFVideoTarget:
     def device(self) -> torch.device:
         return self.model.lm_head.weight.device
 
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The language model's input embeddings of ``input_ids``.
+
+        The embedding module is looked up once (transformers' ``get_input_embeddings`` walks the module
+        tree on every call, a measurable share of a small model's decode step on the CPU) and looked up
+        again only if the model's embedding module was replaced.
+        """
+        emb = self.__dict__.get("_embed_module")
+        if emb is None or emb is not getattr(self.model.model.language_model, "embed_tokens", emb):
+            emb = self.__dict__["_embed_module"] = self.model.get_input_embeddings()
+        return emb(input_ids)
+
     def build_prompt(self, request: Request,
                      visual: VisualInputs | None = None) -> tuple[torch.Tensor, VisualInputs | None]:
         """Token ids of the chat prompt with the video placeholders expanded.
@@ -331,10 +344,8 @@ class HFVideoTarget:
         Returns:
             ``(L,) int64`` ids and the clip's visual inputs (None without a video).
         """
-        if self.video_token and self.video_token in request.prompt + (request.system or ""):
-            # The placeholder would tokenize to the video token id: the features would be scattered
-            # into the wrong positions (or the counts would not match) at prefill.
-            raise ConfigError(f"the prompt must not contain the video placeholder {self.video_token!r}")
+        # Control tokens in user text (the video placeholder, <|im_end|>, ...) would be read as markup.
+        check_user_text(self.tokenizer, request.prompt, request.system, self.video_token)
         before, after = self.prompt_parts(request)
         if request.clip is None:
             visual = None
@@ -386,7 +397,7 @@ class HFVideoTarget:
         ids, visual = self.build_prompt(request)
         dev = self.device
         input_ids = ids[None].to(dev)
-        embeds = self.model.get_input_embeddings()(input_ids)
+        embeds = self.embed(input_ids)
         visual_positions = torch.nonzero(ids == self.video_token_id).flatten()
         if visual is not None:
             feats = self.video_features(visual).to(embeds.dtype)
@@ -421,7 +432,7 @@ class HFVideoTarget:
     def verify(self, state: TargetState, tokens: list[int], need: frozenset[str] = frozenset()) -> VerifyOutput:
         dev = self.device
         input_ids = torch.tensor([tokens], dtype=torch.long, device=dev)
-        embeds = self.model.get_input_embeddings()(input_ids)
+        embeds = self.embed(input_ids)
         positions = self.step_positions(state, len(tokens))
         want_hidden = bool(need & {"penult", "mid"})
         with self._capture_attention_input(need) as captured:
@@ -465,7 +476,7 @@ class HFVideoTarget:
         anc, depth = tree_mask_and_depth(list(parents))
         n, base = len(tokens), state.length
         input_ids = torch.tensor([tokens], dtype=torch.long, device=dev)
-        embeds = self.model.get_input_embeddings()(input_ids)
+        embeds = self.embed(input_ids)
         visible = torch.cat([torch.ones(n, base, dtype=torch.bool), anc], dim=1).to(dev)
         mask = torch.zeros(visible.shape, dtype=embeds.dtype, device=dev)
         mask = mask.masked_fill(~visible, torch.finfo(embeds.dtype).min)[None, None]
