@@ -10,6 +10,7 @@ Usage::
     vidspec --help
     vidspec generate --target tiny-qwen2.5-vl --video clip.mp4 --prompt "Describe the video."
     vidspec --debug generate ...      # show tracebacks of user errors
+    vidspec generate --no-verify ...  # skip the weights' fingerprint check (vidspec.decoding.integrity)
 
 Errors a user can cause (:class:`~vidspec.decoding.errors.VidspecError`) exit with status 2 and
 one line on stderr; ``--debug`` re-raises them with the traceback.
@@ -34,7 +35,7 @@ def _commands() -> dict:
 def _usage(commands: dict) -> str:
     names = "\n".join(f"  {n}" for n in sorted(commands))
     return (
-        "usage: vidspec [--debug] COMMAND [ARGS...]\n\n"
+        "usage: vidspec [--debug] [--no-verify] COMMAND [ARGS...]\n\n"
         "Speculative decoding for Video-LLMs.\n\ncommands:\n"
         f"{names}\n\nRun 'vidspec COMMAND --help' for a command's options."
     )
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     if "--debug" in argv[1:]:  # also accepted after the command name
         argv.remove("--debug")
         debug = True
+    if "--no-verify" in argv:  # any command: load weights whose manifest fingerprint does not match
+        argv.remove("--no-verify")
+        os.environ["VIDSPEC_NO_VERIFY"] = "1"  # read by vidspec.decoding.integrity
     if debug:
         os.environ["VIDSPEC_DEBUG"] = "1"  # libraries below may show native logs too
     else:

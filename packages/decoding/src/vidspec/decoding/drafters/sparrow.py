@@ -467,7 +467,8 @@ class SparrowDraftModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | Path, *, target: TargetModel | None = None,
                         allow_target_mismatch: bool = False, revision: str | None = None, token: str | None = None,
-                        dtype: str | torch.dtype | None = None, **overrides) -> SparrowDraftModel:
+                        dtype: str | torch.dtype | None = None, verify: bool | None = None,
+                        **overrides) -> SparrowDraftModel:
         """Load a release from a folder or a hub id; with ``target`` given, check it is the draft's target and bind.
 
         Args:
@@ -479,12 +480,17 @@ class SparrowDraftModel(PreTrainedModel):
             revision: the hub revision (branch, tag or commit) of a hub id.
             token: a hub token for a private repository (default: the logged-in one).
             dtype: cast the weights (default: float32 without a target, the target's dtype with one).
+            verify: check the weights against the manifest's sha256 fingerprint (default: on unless
+                ``VIDSPEC_NO_VERIFY=1``; see :mod:`vidspec.decoding.integrity`).
             **overrides: inference-time config fields to change (e.g. ``attn_implementation``).
 
         Raises:
-            ModelError: missing or malformed files, or a different target.
+            ModelError: missing or malformed files, weights that differ from the manifest's
+                fingerprint, or a different target.
         """
         from safetensors.torch import load_file
+
+        from vidspec.decoding.integrity import verify_weights
 
         p = resolve_release(pretrained_model_name_or_path, revision=revision, token=token)
         if not (p / CONFIG_FILE).is_file() or not (p / WEIGHTS_FILE).is_file():
@@ -510,6 +516,7 @@ class SparrowDraftModel(PreTrainedModel):
                 config = config.replace(**overrides)
             except (TypeError, ValueError) as e:
                 raise ModelError(f"invalid Sparrow draft option: {e}") from None
+        verify_weights(p, verify=verify, name=str(pretrained_model_name_or_path))
         model = cls(config)
         try:
             state = load_file(str(p / WEIGHTS_FILE))

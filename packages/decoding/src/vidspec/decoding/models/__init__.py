@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from vidspec.decoding.errors import ConfigError, ModelError
+from vidspec.decoding.integrity import verify_weights
 from vidspec.decoding.models.base import HFVideoTarget, crop_cache
 from vidspec.decoding.models.llava_onevision import LlavaOnevisionTarget
 from vidspec.decoding.models.qwen2_5_vl import Qwen2_5_VLTarget
@@ -81,6 +82,7 @@ def load_target(
     dtype: str | torch.dtype | None = None,
     relevance_layer: int | None = None,
     max_frames: int | None = None,
+    verify: bool | None = None,
     **options,
 ) -> HFVideoTarget:
     """Load a Video-LLM and wrap it in its family's adapter.
@@ -91,10 +93,13 @@ def load_target(
         dtype: "float32", "bfloat16", ... (default: bfloat16 on CUDA, float32 on CPU).
         relevance_layer: hidden-state index for visual relevance (default: the middle layer).
         max_frames: frames sampled per video (default 8 for tiny models, 16 otherwise).
+        verify: check a local folder's weights against the sha256 fingerprint of its ``manifest.json``
+            (default: on unless ``VIDSPEC_NO_VERIFY=1``; see :mod:`vidspec.decoding.integrity`).
         **options: family adapter options (e.g. ``max_pixels`` for Qwen2.5-VL).
 
     Raises:
-        ModelError: unknown name, unreadable directory, unsupported family, offline hub.
+        ModelError: unknown name, unreadable directory, unsupported family, offline hub, weights that
+            differ from their manifest's fingerprint.
     """
     _check_device(device)
     torch_dtype = _resolve_dtype(dtype, device)
@@ -116,6 +121,7 @@ def load_target(
             raise ModelError(f"{name}/vidspec.json is not valid JSON: {e}") from None
         options = {**saved.get("adapter_options", {}), **options}
         max_frames = max_frames or saved.get("max_frames")
+        verify_weights(path, verify=verify, name=name)
     elif _HUB_ID.match(name):
         source = name
     else:
