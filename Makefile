@@ -11,7 +11,7 @@ export TRANSFORMERS_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test unit lint eval-ci bench clean
+.PHONY: install install-gpu demo test unit lint eval-ci bench clean
 
 install: $(STAMP)
 
@@ -50,6 +50,15 @@ eval-ci: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# One CUDA machine (NVIDIA driver for CUDA 13): the same environment as `make install`, with the CUDA build of torch
+# and its Triton (constraints/gpu.txt), in its own venv. Then: VENV=.venv-gpu make test, .venv-gpu/bin/vidspec ...
+GPU_VENV ?= .venv-gpu
+
+install-gpu:
+	$(MAKE) install VENV=$(GPU_VENV) CONSTRAINTS=constraints/gpu.txt
+	$(GPU_VENV)/bin/python -c "import torch, triton; assert torch.version.cuda, 'a CPU build of torch was installed: check the pip index'; \
+		print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'triton', triton.__version__, 'GPU', torch.cuda.is_available())"
 
 # lmms-eval with vidspec as its model (`lmms-eval --model vidspec`), in its own environment: lmms-eval 0.7.3 needs
 # av < 16, torchvision and filelock 3.x, which the main environment's pins (av 18, the CPU torch build) exclude.
