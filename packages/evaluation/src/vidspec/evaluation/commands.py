@@ -60,17 +60,34 @@ DATA_COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
 }
 
 
+#: entry-point group through which other installed packages add ``vidspec data`` subcommands (``name = module:fn``,
+#: ``fn(argv) -> int``; its docstring's first line is the description), e.g. the training package's ``import``.
+DATA_GROUP = "vidspec.data"
+
+
+def _data_commands() -> dict[str, tuple[Callable[[list[str]], int], str]]:
+    from importlib.metadata import entry_points
+
+    commands = dict(DATA_COMMANDS)
+    for ep in entry_points(group=DATA_GROUP):
+        if ep.name not in commands:
+            fn = ep.load()
+            commands[ep.name] = (fn, (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "")
+    return commands
+
+
 def data_main(argv: list[str]) -> int:
     """Entry point of ``vidspec data DATASET [OPTIONS]``."""
     argv = normalize_flags(list(argv))
+    commands = _data_commands()
     if not argv or argv[0] in ("-h", "--help"):
-        names = "\n".join(f"  {n:<10} {d}" for n, (_, d) in DATA_COMMANDS.items())
+        names = "\n".join(f"  {n:<10} {d}" for n, (_, d) in commands.items())
         print(f"usage: vidspec data DATASET [OPTIONS]\n\ndatasets:\n{names}")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
-    if name not in DATA_COMMANDS:
-        raise ConfigError(f"unknown dataset {name!r} (known: {', '.join(DATA_COMMANDS)})")
-    return DATA_COMMANDS[name][0](rest)
+    if name not in commands:
+        raise ConfigError(f"unknown dataset {name!r} (known: {', '.join(commands)})")
+    return commands[name][0](rest)
 
 
 if __name__ == "__main__":
