@@ -82,6 +82,7 @@ def test_a_hub_id_is_downloaded_with_snapshot_download(tiny, tmp_path, monkeypat
         return str(tmp_path / "snap")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
+    monkeypatch.setattr("vidspec.decoding.hub.offline_reason", lambda: None)  # as if the hub were reachable
     drafter = SparrowDrafter.from_pretrained("someone/sparrow-tiny", target)
     assert calls == [("someone/sparrow-tiny", None)]
     assert drafter.model.release_dir == tmp_path / "snap"
@@ -94,6 +95,7 @@ def test_an_unreachable_hub_id_is_one_line(monkeypatch):
         raise OSError("offline mode is enabled\nmore")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
+    monkeypatch.setattr("vidspec.decoding.hub.offline_reason", lambda: None)  # the download itself fails
     with pytest.raises(ModelError, match="cannot download the Sparrow release 'someone/nothing': offline mode"):
         SparrowDraftModel.from_pretrained("someone/nothing")
     with pytest.raises(ModelError, match="no such Sparrow release folder"):

@@ -557,10 +557,13 @@ def resolve_release(name_or_path: str | Path, revision: str | None = None, token
     text = str(name_or_path)
     if p.is_absolute() or text.startswith(".") or text.count("/") != 1:
         raise ModelError(f"{text}: no such Sparrow release folder (and not a hub id of the form org/name)")
+    from vidspec.decoding.hub import local_only
+
+    cached = local_only(text, "Sparrow release", revision=revision)  # offline: the cache or one line at once
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(text, revision=revision, token=token))
+        return Path(snapshot_download(text, revision=revision, token=token, local_files_only=cached))
     except Exception as e:  # offline, missing repository, no access: one line naming the repository
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot download the Sparrow release {text!r}: {first}") from None

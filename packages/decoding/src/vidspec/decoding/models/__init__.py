@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from vidspec.decoding.errors import ConfigError, ModelError
+from vidspec.decoding.hub import local_only
 from vidspec.decoding.integrity import verify_weights
 from vidspec.decoding.models.base import HFVideoTarget, crop_cache
 from vidspec.decoding.models.llava_onevision import LlavaOnevisionTarget
@@ -111,6 +112,7 @@ def load_target(
         return _adapter_for(model, tokenizer, name, opts)
 
     path = Path(name).expanduser()
+    hub_kw: dict = {}
     if path.exists():
         if not (path / "config.json").is_file():
             raise ModelError(f"{name}: not a model directory (no config.json)")
@@ -124,6 +126,8 @@ def load_target(
         verify_weights(path, verify=verify, name=name)
     elif _HUB_ID.match(name):
         source = name
+        if local_only(name, "model"):  # offline or no network, but cached: no download attempts
+            hub_kw["local_files_only"] = True
     else:
         known = ", ".join(sorted(TINY_MODELS))
         raise ModelError(f"unknown model {name!r}: not a built-in name ({known}), a directory, or a hub id (org/name)")
@@ -131,7 +135,7 @@ def load_target(
     from transformers import AutoConfig, AutoTokenizer
 
     try:
-        config = AutoConfig.from_pretrained(source)
+        config = AutoConfig.from_pretrained(source, **hub_kw)
     except OSError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"cannot load model config for {name!r}: {first}") from None
@@ -146,8 +150,8 @@ def load_target(
     try:
         # Straight onto a GPU when one is asked for: no full CPU copy of the weights in every process.
         placement = {"device_map": device} if str(device).startswith("cuda") else {}
-        model = hf_cls.from_pretrained(source, dtype=torch_dtype, **placement)
-        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = hf_cls.from_pretrained(source, dtype=torch_dtype, **placement, **hub_kw)
+        tokenizer = AutoTokenizer.from_pretrained(source, **hub_kw)
     # OSError: missing files / offline hub; SafetensorError: a truncated or corrupt weights file;
     # ValueError: no usable tokenizer files; RuntimeError: weights of other shapes than the config.
     except (OSError, SafetensorError, ValueError, RuntimeError) as e:
