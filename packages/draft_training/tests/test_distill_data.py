@@ -204,3 +204,34 @@ def test_distill_data_removes_a_torn_shard_when_writing_fails(tmp_path, synthvid
     assert _distill(synthvid, out) == 0
     assert len(calls) == ROWS - SHARD
     _assert_same_as_whole(out, whole)
+
+
+def test_shards_are_disjoint_cover_every_row_and_merge_to_the_whole_run(tmp_path, synthvid, generate_calls, capsys):
+    from vidspec.draft_training.sparrow.distill_data import chunks_of_shard
+
+    # the assignment: disjoint, complete, fixed by (rows, shard_size, n)
+    for rows, size, n in ((6, 2, 2), (7, 2, 3), (1, 4, 4)):
+        parts = [chunks_of_shard(rows, size, (i, n)) for i in range(n)]
+        flat = sorted(c for p in parts for c in p)
+        assert flat == list(range(-(-rows // size))) and len(flat) == len(set(flat))
+
+    calls, _ = generate_calls
+    whole = tmp_path / "whole"
+    assert _distill(synthvid, whole) == 0
+    calls.clear()
+    out = tmp_path / "sharded"
+    args = ["distill-data", "--target", TARGET, "--dataset", str(synthvid), "--out", str(out), "--max-new-tokens", "6",
+            "--shard-size", str(SHARD)]
+    assert vidspec([*args, "--shard", "1/2"]) == 0
+    assert len(calls) == 2  # chunk 1 of 3 (rows 2-3)
+    assert not (out / "distill.json").exists()
+    assert vidspec([*args, "--merge", "true"]) == 2  # chunks 0 and 2 are not done yet
+    assert "shard-00000" in capsys.readouterr().err
+    assert vidspec([*args, "--shard", "0/2"]) == 0
+    assert len(calls) == ROWS
+    assert vidspec([*args, "--shard", "0/2"]) == 0  # a finished shard resumes to nothing
+    assert len(calls) == ROWS
+    assert vidspec([*args, "--merge", "true"]) == 0
+    assert _rows(out) == _rows(whole)
+    assert json.loads((out / "distill.json").read_text())["target_family"] == "qwen2.5-vl"
+    assert vidspec([*args, "--shard", "2/2"]) == 2  # i must be below n

@@ -13,11 +13,19 @@ whole even after a kill or a power loss. A rerun removes such leftover temporary
 finished shards (redoing any with a wrong row count or a bad line) and assembles the dataset at the
 end; ``distill.json`` is written last and marks a finished dataset.
 
+Sharded over processes or machines: ``--shard i/n`` (0 <= i < n) answers only the row chunks c (``shard_size`` rows
+each) with c % n == i, into the same ``OUT/.work`` files, and stops without assembling: the shards are disjoint,
+their union is every chunk, the assignment depends only on (row count, ``shard_size``, n), and each shard resumes
+like a whole run. When every shard has finished, ``--merge true`` assembles the dataset from the chunk files (exit 2,
+naming the missing chunks, while any is unfinished). All shards and the merge take the same options.
+
 Usage::
 
     vidspec distill-data --target runs/synthvid-target/release --dataset data/cache/synthvid \\
         --out data/cache/synthvid-distilled --max-new-tokens 256
     vidspec distill-data ... --prompt-suffix "Please answer with at least 1000 words."   # the paper's
+    vidspec distill-data ... --shard 0/8      # on each of 8 GPUs / nodes: --shard 1/8, ..., --shard 7/8
+    vidspec distill-data ... --merge true     # once all 8 have finished
 """
 
 from __future__ import annotations
@@ -36,7 +44,7 @@ WORK = ".work"
 MANIFEST = "distill.json"
 # The temporary names _write_atomic gives this command's files (".<name>.<8 hex>"); only these are
 # removed on a rerun, never anything else in the output folder.
-_TEMP = re.compile(r"\.(?:shard-\d{5,}\.jsonl|config\.json|distill\.json)\.[0-9a-f]{8}")
+_TEMP = re.compile(r"\.(?:shard-\d{5,}\.jsonl|config\.json|target\.json|distill\.json)\.[0-9a-f]{8}")
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -69,6 +77,37 @@ def _read_shard(shard: Path, rows: int) -> list[dict] | None:
     return out
 
 
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"i/n"`` -> ``(i, n)`` with 0 <= i < n; None stays None.
+
+    Raises:
+        ConfigError: not of that form.
+    """
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not m or not 0 <= int(m[1]) < int(m[2]):
+        raise ConfigError(f"--shard {text!r}: expected i/n with 0 <= i < n, e.g. 0/4")
+    return int(m[1]), int(m[2])
+
+
+def chunks_of_shard(n_rows: int, shard_size: int, shard: tuple[int, int] | None) -> list[int]:
+    """The chunk numbers (``shard_size`` rows each) a shard answers: c % n == i; every chunk without a shard."""
+    n_chunks = -(-n_rows // shard_size)
+    if shard is None:
+        return list(range(n_chunks))
+    i, n = shard
+    return [c for c in range(n_chunks) if c % n == i]
+
+
+def _device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def distill_data(
     target: str = "tiny-qwen2.5-vl",
     dataset: str = "",
@@ -78,9 +117,12 @@ def distill_data(
     max_new_tokens: int = 256,
     limit: int | None = None,
     shard_size: int = 16,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str | None = None,
     max_frames: int | None = None,
+    shard: str | None = None,
+    merge: bool = False,
+    progress: bool = True,
 ) -> int:
     """Let the target answer a dataset's questions and store them as a dataset on disk.
 
@@ -93,10 +135,14 @@ def distill_data(
             1000 words." to get long answers.
         max_new_tokens: most tokens per answer.
         limit: at most this many rows per split.
-        shard_size: rows per resumable shard.
-        device: cpu, cuda, ...
+        shard_size: rows per resumable chunk file.
+        device: cpu, cuda, ...; "auto" is CUDA when present, else the CPU.
         dtype: model dtype (default: bf16 on CUDA, fp32 on CPU).
         max_frames: frames per video (default: the target's).
+        shard: ``i/n``: answer only this process's disjoint share of the chunks and do not assemble (see the
+            module docstring).
+        merge: assemble the dataset from the chunks all shards wrote (no model is loaded).
+        progress: show a progress bar (rows answered, per split).
     """
     from datasets import Dataset, DatasetDict, load_from_disk
     from tqdm.auto import tqdm
@@ -107,6 +153,9 @@ def distill_data(
 
     if not dataset or not out:
         raise ConfigError("--dataset and --out are required")
+    part = parse_shard(shard)
+    if part is not None and merge:
+        raise ConfigError("--shard and --merge go to separate runs: first every shard, then one --merge")
     src = Path(dataset).absolute()
     try:
         data = load_from_disk(str(src))
@@ -132,8 +181,11 @@ def distill_data(
     if cfg_file.is_file() and json.loads(cfg_file.read_text()) != config:
         raise ConfigError(f"{out} holds an unfinished run with other options; use another --out or the same options")
     _write_atomic(cfg_file, json.dumps(config, indent=2) + "\n")
-    tgt = load_target(target, device=device, dtype=dtype, max_frames=max_frames)
+    if merge:
+        return _merge(data, names, limit, shard_size, work, dst, config)
+    tgt = load_target(target, device=_device(device), dtype=dtype, max_frames=max_frames)
     decoder = SpeculativeDecoder(tgt)
+    _write_atomic(work / "target.json", json.dumps({"target_family": tgt.family}) + "\n")  # for --merge
     tables = {}
     for name in names:
         table = data[name]
@@ -141,10 +193,13 @@ def distill_data(
         (work / name).mkdir(exist_ok=True)
         _remove_temps(work / name)
         rows: list[dict] = []
-        for start in tqdm(range(0, n, shard_size), desc=f"distill {name}", unit="shard"):
-            stop = min(n, start + shard_size)
-            shard = work / name / f"shard-{start // shard_size:05d}.jsonl"
-            done = _read_shard(shard, stop - start)
+        mine = chunks_of_shard(n, shard_size, part)
+        bar = tqdm(total=sum(min(n, (c + 1) * shard_size) - c * shard_size for c in mine), disable=not progress,
+                   desc=f"distill {name}" + (f" shard {part[0]}/{part[1]}" if part else ""), unit="row")
+        for c in mine:
+            start, stop = c * shard_size, min(n, (c + 1) * shard_size)
+            shard_file = work / name / f"shard-{c:05d}.jsonl"
+            done = _read_shard(shard_file, stop - start)
             if done is None:
                 lines = []
                 for r in table.select(range(start, stop)).to_list():
@@ -156,16 +211,50 @@ def distill_data(
                     lines.append(json.dumps({**r, "video": str(video), "question": question,
                                              "reference_answer": r.get("answer"), "answer": text,
                                              "answer_tokens": res.num_new_tokens}))
-                _write_atomic(shard, "\n".join(lines) + "\n")
+                _write_atomic(shard_file, "\n".join(lines) + "\n")
                 done = [json.loads(x) for x in lines]
             rows += done
+            bar.update(stop - start)
+        bar.close()
         tables[name] = Dataset.from_list(rows)
+    if part is not None:
+        print(f"shard {part[0]}/{part[1]} done: {sum(len(t) for t in tables.values())} rows in {work}; "
+              "run the same command with --merge once every shard has finished")
+        return 0
     # The manifest marks a finished dataset: gone while the dataset is (re)written, written last.
     (dst / MANIFEST).unlink(missing_ok=True)
     DatasetDict(tables).save_to_disk(str(dst))
     _write_atomic(dst / MANIFEST, json.dumps({**config, "rows": {k: len(v) for k, v in tables.items()},
                                               "target_family": tgt.family}, indent=2) + "\n")
     print(f"wrote {sum(len(v) for v in tables.values())} distilled rows to {dst}")
+    return 0
+
+
+def _merge(data, names: list[str], limit: int | None, shard_size: int, work: Path, dst: Path, config: dict) -> int:
+    """Assemble the dataset from the chunk files of every shard; refuses while any chunk is missing."""
+    from datasets import Dataset, DatasetDict
+
+    tables, missing = {}, []
+    for name in names:
+        n = len(data[name]) if limit is None else min(limit, len(data[name]))
+        rows: list[dict] = []
+        for c in chunks_of_shard(n, shard_size, None):
+            done = _read_shard(work / name / f"shard-{c:05d}.jsonl", min(n, (c + 1) * shard_size) - c * shard_size)
+            if done is None:
+                missing.append(f"{name}/shard-{c:05d}")
+            else:
+                rows += done
+        tables[name] = rows
+    if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        raise ConfigError(f"cannot merge {dst}: {len(missing)} chunks unfinished ({', '.join(missing[:5])}{more}); "
+                          "rerun their shards")
+    (dst / MANIFEST).unlink(missing_ok=True)
+    DatasetDict({k: Dataset.from_list(v) for k, v in tables.items()}).save_to_disk(str(dst))
+    family = json.loads((work / "target.json").read_text())["target_family"] if (work / "target.json").is_file() else None
+    _write_atomic(dst / MANIFEST, json.dumps({**config, "rows": {k: len(v) for k, v in tables.items()},
+                                              "target_family": family}, indent=2) + "\n")
+    print(f"merged {sum(len(v) for v in tables.values())} distilled rows into {dst}")
     return 0
 
 
