@@ -26,6 +26,13 @@ Usage::
 
 (The data loader still decodes the videos to build the batches' token ids and keys.)
 
+Two layouts (``--keep``): ``all`` stores the three states at every position, 3 x d x 2 bytes a token (~0.28 GB for
+a 13k-token example of a 3584-wide target); ``read`` stores only what training reads: the penultimate states at
+text positions and at the position before each (the first text after the video reads the last visual state), the
+final states at text positions, the IVSB layer's states at visual positions (none when ``ivsb`` is off), with their
+indices. With IVSB the visual states dominate (d x 2 bytes a visual token, a third of ``all``); without it an
+example costs only its text. The command states the bytes a token of each kind costs before it starts.
+
 This module is the cache alone (it reads a module only through the ``precompute_features`` argument);
 the ``vidspec sparrow-features`` command that builds the Sparrow module and the data lives in
 :mod:`vidspec.draft_training.sparrow.precompute`, so the training module can import the cache without a cycle.
@@ -52,6 +59,8 @@ MANIFEST = "features.json"
 # The target's identity while a run is under way (features.json, the finished marker, is absent).
 PARTIAL = "features.partial.json"
 _ENTRY = ("penult", "mid", "last", "positions")
+# the "read" layout: each state with the sequence positions it is stored at
+_READ_ENTRY = ("penult", "penult_idx", "mid", "mid_idx", "last", "last_idx", "positions")
 # Temporary files of this command, and only those: atomic_path's ".<name>.<8 hex>" for an entry or
 # the two JSON files, and ".<key>.<8 hex>.tmp" of the writer before it (left forever by a kill).
 _TEMP = re.compile(r"\.(?:[0-9a-f]{40}\.safetensors|features(?:\.partial)?\.json)\.[0-9a-f]{8}"
@@ -110,16 +119,36 @@ def _is_whole(path: Path, n: int) -> bool:
             shapes = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}
     except (SafetensorError, OSError):
         shapes = {}
-    ok = (set(shapes) == set(_ENTRY) and len(shapes["positions"]) == 2 and shapes["positions"][1] == n
-          and all(len(shapes[k]) == 2 and shapes[k][0] == n and shapes[k][1] == shapes["penult"][1]
-                  for k in ("penult", "mid", "last")))
+    if set(shapes) == set(_READ_ENTRY):
+        ok = (len(shapes["positions"]) == 2 and shapes["positions"][1] == n
+              and all(shapes[k][0] == shapes[f"{k}_idx"][0] for k in ("penult", "mid", "last")))
+    else:
+        ok = (set(shapes) == set(_ENTRY) and len(shapes["positions"]) == 2 and shapes["positions"][1] == n
+              and all(len(shapes[k]) == 2 and shapes[k][0] == n and shapes[k][1] == shapes["penult"][1]
+                      for k in ("penult", "mid", "last")))
     if not ok:
         log.warning("%s is not a whole feature file of %d tokens; computing it again", path, n)
     return ok
 
 
 @torch.no_grad()
-def precompute_features(module, batches, out_dir: str | Path, progress: bool = True) -> int:
+def read_positions(ids: torch.Tensor, video_token_id: int, ivsb: bool) -> dict[str, torch.Tensor]:
+    """For one unpadded example, the positions whose states training reads (see the module docstring)."""
+    is_vis = ids == video_token_id
+    txt = torch.nonzero(~is_vis).flatten()
+    prev = (txt - 1).clamp_min(0)
+    return {"penult_idx": torch.unique(torch.cat([txt, prev])), "last_idx": txt,
+            "mid_idx": torch.nonzero(is_vis).flatten() if ivsb else txt[:0]}
+
+
+def bytes_per_token(hidden: int, keep: str, ivsb: bool) -> dict[str, int]:
+    """Bytes the cache stores per text and per visual token (bf16 states; positions and indices not counted)."""
+    if keep == "all":
+        return {"text": 3 * hidden * 2, "visual": 3 * hidden * 2}
+    return {"text": 2 * hidden * 2, "visual": hidden * 2 if ivsb else 0}
+
+
+def precompute_features(module, batches, out_dir: str | Path, progress: bool = True, keep: str = "all") -> int:
     """Write the target features of every example in ``batches`` to ``out_dir``.
 
     Args:
@@ -128,6 +157,7 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
         batches: an iterable of batches (e.g. a ``VideoTextDataModule``'s train loader).
         out_dir: the cache folder.
         progress: show a progress bar.
+        keep: "all" (every position) or "read" (only what training reads; see the module docstring).
 
     Returns:
         The number of examples written (existing ones are skipped).
@@ -138,8 +168,16 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     remove_temps(out, _TEMP)
+    if keep not in ("all", "read"):
+        raise ConfigError(f"keep {keep!r}: expected 'all' or 'read'")
     man = {"target_id": module.hparams["target"], "target_fingerprint": target_fingerprint(module.target),
            "ivsb_layer": module.ivsb_layer}
+    ivsb = module.draft_options.ivsb
+    d = module.target.model.config.get_text_config().hidden_size
+    per = bytes_per_token(d, keep, ivsb)
+    log.warning("feature cache (--keep %s): %d bytes a text token, %d a visual token; a 13,000-token example with "
+                "12,000 visual tokens takes %.0f MB", keep, per["text"], per["visual"],
+                (1000 * per["text"] + 12000 * per["visual"]) / 1e6)
     _check_identity(out / MANIFEST, man)
     _check_identity(out / PARTIAL, man)
     # The identity goes to the partial file before the finished marker goes, so the folder always
@@ -159,12 +197,19 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
         feats = module.target_features(batch)
         for b in todo:
             n = int(batch["attention_mask"][b].sum())
-            tensors = {
-                "penult": feats["penult"][b, :n].to(torch.bfloat16).cpu().contiguous(),
-                "mid": feats["mid"][b, :n].to(torch.bfloat16).cpu().contiguous(),
-                "last": feats["last"][b, :n].to(torch.bfloat16).cpu().contiguous(),
-                "positions": feats["positions"][:, b, :n].cpu().contiguous(),
-            }
+            if keep == "read":
+                idx = read_positions(batch["input_ids"][b, :n], module.target.video_token_id, ivsb)
+                tensors = {"positions": feats["positions"][:, b, :n].cpu().contiguous()}
+                for k in ("penult", "mid", "last"):
+                    tensors[k] = feats[k][b, idx[f"{k}_idx"]].to(torch.bfloat16).cpu().contiguous()
+                    tensors[f"{k}_idx"] = idx[f"{k}_idx"].to(torch.int32).cpu().contiguous()
+            else:
+                tensors = {
+                    "penult": feats["penult"][b, :n].to(torch.bfloat16).cpu().contiguous(),
+                    "mid": feats["mid"][b, :n].to(torch.bfloat16).cpu().contiguous(),
+                    "last": feats["last"][b, :n].to(torch.bfloat16).cpu().contiguous(),
+                    "positions": feats["positions"][:, b, :n].cpu().contiguous(),
+                }
             with atomic_path(out / f"{keys[b]}.safetensors") as tmp:
                 save_file(tensors, str(tmp))
             written += 1
@@ -210,8 +255,11 @@ class FeatureCache:
         out = {name: torch.zeros(B, L, d, dtype=torch.float32) for name in ("penult", "mid", "last")}
         pos = torch.zeros(A, B, L, dtype=torch.long)
         for b, r in enumerate(rows):
-            n = r["penult"].shape[0]
+            n = r["positions"].shape[1]
             for name in ("penult", "mid", "last"):
-                out[name][b, :n] = r[name].float()
+                if f"{name}_idx" in r:  # the "read" layout: states at the stored positions, zeros elsewhere
+                    out[name][b, r[f"{name}_idx"].long()] = r[name].float()
+                else:
+                    out[name][b, :n] = r[name].float()
             pos[:, b, :n] = r["positions"]
         return {**{k: v.to(device) for k, v in out.items()}, "positions": pos.to(device)}

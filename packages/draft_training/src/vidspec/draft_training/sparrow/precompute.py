@@ -18,7 +18,7 @@ from vidspec.draft_training.sparrow.module import SparrowDistillModule
 
 def features(target: str = "tiny-qwen2.5-vl", data: str = "", out: str = "", tables: list[str] | None = None,
              split: str = "train", batch_size: int = 4, max_frames: int | None = None, device: str = "auto",
-             limit: int | None = None) -> int:
+             limit: int | None = None, keep: str = "all") -> int:
     """Precompute the target features of a dataset for Sparrow training (``vidspec sparrow-features``).
 
     Args:
@@ -31,6 +31,9 @@ def features(target: str = "tiny-qwen2.5-vl", data: str = "", out: str = "", tab
         max_frames: frames per video (default: the target's).
         device: "auto", "cpu", "cuda", ...
         limit: only the first N examples.
+        keep: "all" (the three states at every position) or "read" (only the states training reads: text positions
+            and the one before each, and with IVSB the middle layer at visual positions); the bytes a token costs
+            are logged before the run starts.
     """
     if not data or not out:
         raise ConfigError("--data and --out are required")
@@ -41,7 +44,7 @@ def features(target: str = "tiny-qwen2.5-vl", data: str = "", out: str = "", tab
                              shuffle=False, max_train_samples=limit)
     dm.attach(module.input_spec())
     dm.setup("fit")
-    n = precompute_features(module, dm.train_dataloader(), out)
+    n = precompute_features(module, dm.train_dataloader(), out, keep=keep)
     print(f"{n} examples written to {out}")
     return 0
 
