@@ -23,6 +23,7 @@ import os
 import sys
 from importlib.metadata import entry_points
 
+from vidspec.decoding import interrupts
 from vidspec.decoding.errors import VidspecError
 
 GROUP = "vidspec.commands"
@@ -77,9 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     if name not in commands:
         print(f"vidspec: error: unknown command {name!r} (known: {', '.join(sorted(commands))})", file=sys.stderr)
         return 2
+    interrupts.install()
     try:
         fn = commands[name].load()
         code = fn(rest)
+        interrupts.raise_if_interrupted()  # a Ctrl-C that a finaliser swallowed still ends the run with 130
     except VidspecError as e:
         if debug:
             raise

@@ -31,6 +31,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from vidspec.decoding import interrupts
 from vidspec.decoding.errors import VideoError
 from vidspec.decoding.types import VideoClip
 
@@ -176,12 +177,23 @@ class DecordReader:
             ) from e
 
     def probe(self, path: str | os.PathLike[str]) -> VideoInfo:
-        p = _check_file(path)
+        interrupts.install()
+        info = self._probe(_check_file(path))
+        # decord's reader was freed on the way out (its __del__): a Ctrl-C that landed there was swallowed.
+        interrupts.raise_if_interrupted()
+        return info
+
+    def _probe(self, p: Path) -> VideoInfo:
         vr = self._open(p)
         return VideoInfo(num_frames=len(vr), fps=float(vr.get_avg_fps() or 0.0))
 
     def read(self, path: str | os.PathLike[str], indices: Sequence[int]) -> DecodedFrames:
-        p = _check_file(path)
+        interrupts.install()
+        out = self._read(_check_file(path), indices)
+        interrupts.raise_if_interrupted()  # as in probe: an interrupt swallowed by the reader's __del__
+        return out
+
+    def _read(self, p: Path, indices: Sequence[int]) -> DecodedFrames:
         vr = self._open(p)
         n = len(vr)
         if n == 0:
