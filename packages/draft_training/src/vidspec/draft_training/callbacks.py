@@ -6,6 +6,8 @@
 - :class:`FailAtStep` raises at a chosen step: fault injection, to test that a killed run resumes
   exactly (the CLI exposes it as ``--fail_at_step``; 0 disables it).
 - :class:`ScheduleCheck` warns when a run ends before its learning-rate schedule does.
+- :class:`TextProgress` prints one plain line every ``log_every_n_steps`` steps when the progress bar is off
+  (cluster logs): step, loss, per-MTP-step accuracy, tokens/s, learning rate, memory, ETA.
 - :class:`FinalCheckpoint` is the CLI's ``checkpoint`` callback: Lightning's ``ModelCheckpoint``, whose
   ``last.ckpt`` also holds the step the run ended on.
 """
@@ -85,6 +87,69 @@ class StepMetrics(L.Callback):
         vals = {k: v for k, v in _scalars(trainer.callback_metrics).items() if k.startswith("val/")}
         if vals:
             self._write(trainer, {"step": trainer.global_step, "epoch": trainer.current_epoch, **vals})
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(max(seconds, 0))
+    h, rem = divmod(seconds, 3600)
+    return f"{h}h{rem // 60:02d}m" if h else f"{rem // 60}m{rem % 60:02d}s"
+
+
+class TextProgress(L.Callback):
+    """With the progress bar off, log one plain line every ``every`` optimizer steps (rank zero), e.g.::
+
+        step 1200/20000 | loss 2.314 | acc 0.612 0.431 | 5,019 tok/s | lr 4.20e-05 | mem 53.8 GiB | eta 4h11m
+
+    The metrics are the module's last logged ``train/loss``, ``train/acc_step{s}``, ``train/tokens_per_s``,
+    ``train/lr`` and ``train/gpu_mem_gb`` (those it logs); the ETA is the mean step time since this run started
+    times the steps left to ``max_steps`` (or the epochs' estimated steps).
+
+    Args:
+        every: steps between lines (None: the trainer's ``log_every_n_steps``).
+    """
+
+    def __init__(self, every: int | None = None):
+        self.every = every
+        self._t0: float | None = None
+        self._step0 = 0
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        self._t0, self._step0 = time.perf_counter(), trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        every = self.every or trainer.log_every_n_steps or 50
+        step = trainer.global_step
+        if not trainer.is_global_zero or step == 0 or step % every or self._t0 is None:
+            return
+        if getattr(self, "_last", None) == step:  # gradient accumulation: once per optimizer step
+            return
+        self._last = step
+        print(self.line(trainer, step), flush=True)  # stdout, whatever the logging level: the job's log
+
+    def line(self, trainer, step: int) -> str:
+        m = _scalars(trainer.callback_metrics)
+        total = trainer.max_steps if trainer.max_steps and trainer.max_steps > 0 else None
+        if total is None:
+            try:
+                total = int(trainer.estimated_stepping_batches)
+            except Exception:  # noqa: BLE001 -- an unsized loader: no total, no ETA
+                total = None
+        parts = [f"step {step}" + (f"/{total}" if total else "")]
+        if "train/loss" in m:
+            parts.append(f"loss {m['train/loss']:.4g}")
+        accs = [m[k] for k in sorted(k for k in m if k.startswith("train/acc_step"))]
+        if accs:
+            parts.append("acc " + " ".join(f"{a:.3f}" for a in accs))
+        if "train/tokens_per_s" in m:
+            parts.append(f"{m['train/tokens_per_s']:,.0f} tok/s")
+        if "train/lr" in m:
+            parts.append(f"lr {m['train/lr']:.2e}")
+        if "train/gpu_mem_gb" in m:
+            parts.append(f"mem {m['train/gpu_mem_gb']:.1f} GiB")
+        done = step - self._step0
+        if total and done > 0 and self._t0 is not None:
+            parts.append(f"eta {_duration((time.perf_counter() - self._t0) / done * (total - step))}")
+        return " | ".join(parts)
 
 
 class FailAtStep(L.Callback):

@@ -42,7 +42,13 @@ from lightning.pytorch.cli import LightningCLI
 
 from vidspec.decoding.cli import one_line
 from vidspec.decoding.errors import ConfigError, VidspecError
-from vidspec.draft_training.callbacks import FailAtStep, FinalCheckpoint, ScheduleCheck, StepMetrics
+from vidspec.draft_training.callbacks import (
+    FailAtStep,
+    FinalCheckpoint,
+    ScheduleCheck,
+    StepMetrics,
+    TextProgress,
+)
 from vidspec.draft_training.data import VideoTextDataModule
 
 SUBCOMMANDS = ("fit", "validate")
@@ -66,6 +72,8 @@ class VidspecTrainCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs):
         trainer = super().instantiate_trainer(**kwargs)
         extra = [StepMetrics(), ScheduleCheck()]
+        if not trainer.progress_bar_callback:  # cluster logs: a plain line every log_every_n_steps
+            extra.append(TextProgress())
         fail = self.config[self.subcommand].get("fail_at_step", 0) if self.subcommand else 0
         if fail:
             extra.insert(0, FailAtStep(fail))

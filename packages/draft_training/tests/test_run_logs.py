@@ -1,0 +1,43 @@
+"""Logs a cluster user reads: a plain progress line every N steps with the progress bar off; versioned run folders
+in the 7B recipes (a rerun never overwrites the last run's logs or config, and resumes from the shared
+checkpoints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import yaml
+
+from vidspec.draft_training.callbacks import TextProgress
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_text_progress_line_every_n_steps(capsys, monkeypatch):
+    import vidspec.draft_training.callbacks as cb
+
+    clock = iter([100.0, 160.0])
+    monkeypatch.setattr(cb.time, "perf_counter", lambda: next(clock))
+    trainer = SimpleNamespace(global_step=0, max_steps=1000, log_every_n_steps=20, is_global_zero=True,
+                              callback_metrics={"train/loss": torch.tensor(2.3141), "train/acc_step1": torch.tensor(0.612),
+                                                "train/acc_step2": 0.431, "train/tokens_per_s": 5019.4,
+                                                "train/lr": 4.2e-5, "train/gpu_mem_gb": 53.84, "val/loss": 9.0})
+    p = TextProgress()
+    p.on_train_start(trainer, None)
+    for step in (10, 20):
+        trainer.global_step = step
+        p.on_train_batch_end(trainer, None, None, None, 0)
+    out = capsys.readouterr().out.strip().splitlines()
+    # one line, at step 20; 60 s for 20 steps -> 980 steps left take 49 minutes
+    assert out == ["step 20/1000 | loss 2.314 | acc 0.612 0.431 | 5,019 tok/s | lr 4.20e-05 | mem 53.8 GiB | eta 49m00s"]
+
+
+def test_7b_recipes_version_their_run_folders():
+    for name in ("sparrow-qwen2.5-vl-7b.yaml", "sparrow-llava-ov-7b.yaml"):
+        cfg = yaml.safe_load((ROOT / "configs" / "train" / name).read_text())
+        logger = cfg["trainer"]["logger"]["init_args"]
+        assert logger.get("version") is None  # Lightning numbers version_0, version_1, ...: nothing is overwritten
+        assert cfg["checkpoint"]["dirpath"] == f"{cfg['trainer']['default_root_dir']}/checkpoints"  # resume finds last
+        assert cfg["trainer"]["enable_progress_bar"] is False
