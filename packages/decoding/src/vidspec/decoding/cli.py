@@ -25,6 +25,7 @@ from importlib.metadata import entry_points
 
 from vidspec.decoding import interrupts
 from vidspec.decoding.errors import VidspecError
+from vidspec.decoding.fsutil import describe_fs_error, is_user_fs_error
 
 GROUP = "vidspec.commands"
 
@@ -96,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         # stdout at /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE
+    except OSError as e:  # a read-only folder, missing permissions, a full disk: the path and the cause
+        if debug or not is_user_fs_error(e):
+            raise
+        print(f"vidspec {name}: error: {describe_fs_error(e)}", file=sys.stderr)
+        return 2
     return int(code or 0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -79,3 +80,30 @@ def remove_temps(folder: Path, pattern: re.Pattern[str]) -> None:
         if pattern.fullmatch(p.name) and p.is_file():
             log.info("removing %s, left by an interrupted run", p)
             p.unlink()
+
+
+#: errno values of a file-system fault a user can fix (permissions, a read-only mount, a full disk or
+#: quota, a file over the size limit), as opposed to a bug: the CLI reports them in one line, exit 2.
+USER_FS_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def is_user_fs_error(e: BaseException) -> bool:
+    """Whether ``e`` is an :class:`OSError` of :data:`USER_FS_ERRNOS`."""
+    return isinstance(e, OSError) and e.errno in USER_FS_ERRNOS
+
+
+def describe_fs_error(e: OSError, path: str | os.PathLike[str] | None = None) -> str:
+    """One line naming the path and the cause of a file-system fault, and what a rerun does.
+
+    Args:
+        e: the error.
+        path: the file or folder involved, when ``e`` does not carry it (a failed ``write`` names no file).
+    """
+    where = e.filename if e.filename is not None else path
+    cause = e.strerror or (errno.errorcode.get(e.errno or 0) if e.errno else None) or str(e) or type(e).__name__
+    text = f"{os.fsdecode(where)}: {cause}" if where is not None else f"file-system error: {cause}"
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        text += " (free some space and run the same command again: finished work is kept)"
+    elif e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        text += " (choose a writable location, or fix its permissions)"
+    return text
