@@ -53,7 +53,7 @@ def generate(
     top_p: float = 1.0,
     seed: int = 0,
     max_frames: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str | None = None,
     json_output: bool = False,
     requests: str | None = None,
@@ -76,7 +76,7 @@ def generate(
         top_p: nucleus sampling mass.
         seed: RNG seed for sampling.
         max_frames: frames sampled from the video (default: the model's).
-        device: cpu, cuda, cuda:1, ...
+        device: cpu, cuda, cuda:1, ...; "auto" (the default) is CUDA when present, else the CPU.
         dtype: float32, bfloat16 or float16 (default: bf16 on CUDA, fp32 on CPU).
         json_output: print one JSON object instead of streaming text (also --json).
         requests: a JSONL file of requests (``{"video": ..., "prompt": ..., "max_new_tokens": ..., "id": ...}``
@@ -96,6 +96,10 @@ def generate(
         raise ConfigError(f"--temperature must be >= 0, got {temperature}")
     if not 0 < top_p <= 1:
         raise ConfigError(f"--top-p must be in (0, 1], got {top_p}")
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     decode.check_device(device)
     if max_frames is not None and max_frames < 1:  # 0 would silently mean "the model's default"
         raise ConfigError(f"--max-frames must be >= 1, got {max_frames}")

@@ -42,7 +42,7 @@ def evaluate(
     sparrow_k: int | None = None,
     max_new_tokens: int | None = None,
     frames: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str | None = None,
     share_video: bool = False,
     warmup: bool = True,
@@ -73,7 +73,7 @@ def evaluate(
         sparrow_k: draft tokens per round of sparrow and sparrow-lvspec-pst (default: --k).
         max_new_tokens: generation budget per sample (default: the task's).
         frames: frames sampled per video (default: the task's).
-        device: cpu, cuda, cuda:1, ...
+        device: cpu, cuda, cuda:1, ...; "auto" (the default) is CUDA when present, else the CPU.
         dtype: float32, bfloat16 or float16 (default: bf16 on CUDA, fp32 on CPU).
         share_video: read each sample's video once for all methods, every record counting that read's
             seconds (the long set's 1536-frame reads take seconds each). Recorded; resuming refuses another.
@@ -96,6 +96,10 @@ def evaluate(
     from vidspec.evaluation.runner import EvalConfig, run_eval
 
     chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     if sparrow is None and methods == ",".join(METHODS):
         # The default list names every method; without a Sparrow release the ones that need it are
         # dropped rather than failing (naming them explicitly without --sparrow is still an error).
