@@ -41,3 +41,29 @@ def test_7b_recipes_version_their_run_folders():
         assert logger.get("version") is None  # Lightning numbers version_0, version_1, ...: nothing is overwritten
         assert cfg["checkpoint"]["dirpath"] == f"{cfg['trainer']['default_root_dir']}/checkpoints"  # resume finds last
         assert cfg["trainer"]["enable_progress_bar"] is False
+
+
+def test_validation_logs_the_decoded_acceptance_length(tmp_path):
+    """At validation the draft decodes held-out samples through the real decoder; the mean tau is logged beside
+    the teacher-forced figures."""
+    import sys
+
+    import lightning as L
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_sparrow_train import write_dataset
+
+    from vidspec.draft_training.data import VideoTextDataModule
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+
+    data = write_dataset(tmp_path / "data", n_train=2, n_val=2)
+    m = SparrowDistillModule(target="tiny-qwen2.5-vl", val_accept_samples=2, val_accept_k=3, val_accept_tokens=12)
+    dm = VideoTextDataModule(path=str(data), batch_size=2, shuffle=False)
+    dm.attach(m.input_spec())
+    trainer = L.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=1, limit_val_batches=1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0)
+    trainer.fit(m, datamodule=dm)
+    tau = float(trainer.callback_metrics["val/accept_len"])
+    assert 1.0 <= tau <= 4.0 and "val/sim_accept_len" in trainer.callback_metrics
+    assert m.draft.training  # the measurement leaves the draft as it found it

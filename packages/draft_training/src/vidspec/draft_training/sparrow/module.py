@@ -15,7 +15,10 @@ trained at every text position whose next token is an answer token with
 
 Logged (TensorBoard in the recipes, and ``metrics.jsonl``): ``train/loss``, ``train/loss_step{s}``,
 ``train/acc_step{s}`` (top-1 agreement), ``train/sim_accept_len`` (1 + Σ_k Π_{i<=k} acc_i),
-``train/tokens_per_s``, ``train/gpu_mem_gb``; the same ``val/*`` at validation.
+``train/tokens_per_s`` (text tokens), ``train/gpu_mem_gb``; the same ``val/*`` at validation, and with
+``val_accept_samples`` > 0 ``val/accept_len``: the mean τ (tokens per target pass) of the draft decoding a few
+held-out samples through the real decoder (``SpeculativeDecoder`` with a ``SparrowDrafter``, strict greedy
+verification, K = ``val_accept_k``), beside the teacher-forced ``val/sim_accept_len``.
 
 Recipe (``vidspec train fit --config configs/train/sparrow-tiny-cpu.yaml``)::
 
@@ -212,6 +215,10 @@ class SparrowDistillModule(L.LightningModule):
             when set the target's hidden states are read from it instead of running the target
             (the embedding table and LM head are still used).
         gradient_checkpointing: recompute the draft layer in backward (long sequences).
+        val_accept_samples: held-out samples the draft decodes through the real decoder at each validation (rank
+            zero; 0 disables it); their mean τ is logged as ``val/accept_len``.
+        val_accept_k: draft tokens per round in that measurement.
+        val_accept_tokens: new tokens per sample in that measurement.
         target_device: where the frozen target lives: "auto" loads it straight onto this process's GPU
             (``LOCAL_RANK`` / ``SLURM_LOCALID``, as torchrun, SLURM and Lightning's launcher set them) when CUDA is
             present, so no rank holds a CPU copy of the 7B weights; otherwise the CPU. Any torch device string.
@@ -233,6 +240,9 @@ class SparrowDistillModule(L.LightningModule):
         feature_cache: str | None = None,
         gradient_checkpointing: bool = False,
         target_device: str = "auto",
+        val_accept_samples: int = 0,
+        val_accept_k: int = 4,
+        val_accept_tokens: int = 64,
     ):
         super().__init__()
         draft = _as(SparrowDraftOptions, draft) or SparrowDraftOptions()
@@ -246,8 +256,10 @@ class SparrowDistillModule(L.LightningModule):
             "target": target, "draft": asdict(draft), "loss": asdict(loss), "optim": asdict(optim),
             "target_dtype": target_dtype, "max_frames": max_frames, "init_from": init_from,
             "feature_cache": feature_cache, "gradient_checkpointing": gradient_checkpointing,
-            "target_device": target_device,
+            "target_device": target_device, "val_accept_samples": val_accept_samples, "val_accept_k": val_accept_k,
+            "val_accept_tokens": val_accept_tokens,
         })
+        self.val_accept = (val_accept_samples, val_accept_k, val_accept_tokens)
         self.draft_options, self.loss_cfg, self.optim = draft, loss, optim
         self.weights = losses.step_weights(loss.mtp_steps, loss.step_weights, loss.step_decay)
         self.gradient_checkpointing = gradient_checkpointing
@@ -568,6 +580,52 @@ class SparrowDistillModule(L.LightningModule):
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         loss, stats, n = self.step(batch)
         self._log_stats("val", loss, stats, n, batch["input_ids"].shape[0], on_epoch=True, sync_dist=True)
+
+    def on_validation_epoch_end(self) -> None:
+        n, k, tokens = self.val_accept
+        if n <= 0 or self._trainer is None or self.trainer.sanity_checking:
+            return
+        dm = getattr(self.trainer, "datamodule", None)
+        rows = list(getattr(getattr(dm, "val_set", None), "rows", []) or [])[:n]
+        if not rows:
+            return
+        with self._full_draft_params():
+            tau = self.decoded_accept_length(rows, k, tokens) if self.trainer.is_global_zero else 0.0
+        # rank zero measured it; the others log the same value (a sum over ranks of one non-zero value)
+        value = torch.tensor(tau, device=self.draft.fc.weight.device)
+        if self.trainer.world_size > 1:
+            value = self.trainer.strategy.reduce(value, reduce_op="sum")
+        self.log("val/accept_len", value, rank_zero_only=False, sync_dist=False)
+
+    def _full_draft_params(self):
+        """Under FSDP, the draft's whole parameters for the duration (a collective: every rank enters)."""
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        wrapped = getattr(self.trainer.strategy, "model", None)
+        if isinstance(wrapped, FullyShardedDataParallel):
+            return FullyShardedDataParallel.summon_full_params(wrapped, writeback=False)
+        return contextlib.nullcontext()
+
+    @torch.no_grad()
+    def decoded_accept_length(self, rows, k: int, max_new_tokens: int) -> float:
+        """Mean τ of a float32 copy of the draft decoding ``rows`` (prompt + video) through the real decoder."""
+        from vidspec.decoding.drafters.sparrow import SparrowDrafter
+        from vidspec.decoding.methods import build_decoder
+        from vidspec.decoding.types import Request
+
+        self._ensure_target_device()
+        draft = SparrowDraftModel(self.draft.config)
+        draft.load_state_dict({k_: v.detach().float() for k_, v in self.draft.own_state_dict().items()}, strict=False)
+        draft.bind(self.target.model)
+        draft.to(self.target.device)
+        was_training = self.draft.training
+        try:
+            decoder = build_decoder("sparrow", target=self.target, draft=SparrowDrafter(draft), k=k)
+            taus = [decoder.generate(Request(r.prompt, self.target.read_video(r.video)),
+                                     max_new_tokens=max_new_tokens).tau for r in rows]
+        finally:
+            self.draft.train(was_training)
+        return float(sum(taus) / len(taus))
 
     def on_train_epoch_start(self) -> None:
         self._last_step_t = None
