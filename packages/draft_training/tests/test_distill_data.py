@@ -235,3 +235,14 @@ def test_shards_are_disjoint_cover_every_row_and_merge_to_the_whole_run(tmp_path
     assert _rows(out) == _rows(whole)
     assert json.loads((out / "distill.json").read_text())["target_family"] == "qwen2.5-vl"
     assert vidspec([*args, "--shard", "2/2"]) == 2  # i must be below n
+
+
+@pytest.mark.parametrize("target", ["tiny-qwen2.5-vl", "tiny-llava-ov"])
+def test_batched_answers_equal_one_at_a_time(tmp_path, synthvid, target):
+    args = ["distill-data", "--target", target, "--dataset", str(synthvid), "--max-new-tokens", "6",
+            "--shard-size", "4", "--progress", "false"]
+    assert vidspec([*args, "--out", str(tmp_path / "one")]) == 0
+    assert vidspec([*args, "--out", str(tmp_path / "batched"), "--batch-size", "3"]) == 0
+    one, batched = _rows(tmp_path / "one"), _rows(tmp_path / "batched")
+    assert [r["answer"] for r in batched] == [r["answer"] for r in one]
+    assert all(r["answer"] for r in batched)
