@@ -152,7 +152,6 @@ def test_report_on_a_read_only_run_folder_is_one_line_exit_2(tmp_path):
 
 
 @needs_unshare
-@pytest.mark.xfail(strict=True, reason="a failed records.jsonl write does not name the file yet")
 def test_eval_on_a_full_disk_is_one_line_exit_2_and_resumes(tmp_path):
     from vidspec.evaluation.records import read_jsonl
 

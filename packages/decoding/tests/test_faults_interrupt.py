@@ -80,25 +80,3 @@ def test_cli_exits_130_when_a_finaliser_swallowed_the_interrupt(monkeypatch, cap
     monkeypatch.setattr(cli, "_commands", lambda: {"fake": EntryPoint()})
     assert cli.main(["fake"]) == 130
     assert "interrupted" in capfd.readouterr().err
-
-
-
-@pytest.mark.parametrize("error, needle", [
-    (OSError(28, "No space left on device"), "No space left on device (free some space"),
-    (OSError(30, "Read-only file system", "runs/x/.lock"), "runs/x/.lock: Read-only file system"),
-    (PermissionError(13, "Permission denied", "runs/x/report.md"), "runs/x/report.md: Permission denied"),
-])
-def test_cli_file_system_faults_are_one_line_exit_2(monkeypatch, capfd, error, needle):
-    from vidspec.decoding import cli
-
-    def command(argv):
-        raise error
-
-    class EntryPoint:
-        def load(self):
-            return command
-
-    monkeypatch.setattr(cli, "_commands", lambda: {"fake": EntryPoint()})
-    assert cli.main(["fake"]) == 2
-    lines = capfd.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("vidspec fake: error: ")

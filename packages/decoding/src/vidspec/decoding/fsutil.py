@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import logging
 import os
 import re
@@ -11,6 +12,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +99,12 @@ def describe_fs_error(e: OSError, path: str | os.PathLike[str] | None = None) ->
 
     Args:
         e: the error.
-        path: the file or folder involved, when ``e`` does not carry it (a failed ``write`` names no file).
+        path: the file or folder involved, when ``e`` does not carry it (a failed ``write`` names no file);
+            default: the file being written where ``e`` was raised (:func:`file_in_traceback`).
     """
     where = e.filename if e.filename is not None else path
+    if where is None:
+        where = file_in_traceback(e.__traceback__)
     cause = e.strerror or (errno.errorcode.get(e.errno or 0) if e.errno else None) or str(e) or type(e).__name__
     text = f"{os.fsdecode(where)}: {cause}" if where is not None else f"file-system error: {cause}"
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -107,3 +112,41 @@ def describe_fs_error(e: OSError, path: str | os.PathLike[str] | None = None) ->
     elif e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
         text += " (choose a writable location, or fix its permissions)"
     return text
+
+
+def file_in_traceback(tb: TracebackType | None) -> str | None:
+    """The name of the open, writable file nearest to where an exception was raised, or None.
+
+    A failed ``write`` or ``flush`` (a full disk) raises an :class:`OSError` without a file name. The
+    file is then usually a local variable of one of the innermost frames, or an attribute of one
+    (``self._fh``); the innermost such file is taken.
+    """
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for value in frame.f_locals.values():
+            candidates = [value]
+            if not isinstance(value, io.IOBase) and hasattr(value, "__dict__"):
+                with contextlib.suppress(Exception):
+                    candidates.extend(vars(value).values())
+            for c in candidates:
+                name = _writable_file_name(c)
+                if name is not None:
+                    return name
+    return None
+
+
+def _writable_file_name(obj: object) -> str | None:
+    if not isinstance(obj, io.IOBase):
+        return None
+    try:
+        if not obj.writable():
+            return None
+    except ValueError:  # closed, or detached
+        pass
+    name = getattr(obj, "name", None)
+    if isinstance(name, (str, bytes, os.PathLike)):
+        return os.fsdecode(name)
+    return None
