@@ -301,6 +301,35 @@ def summarise(rows: list[dict], long_flags: list[bool], warmup: int, peak: float
     return out
 
 
+def bench_distill(module, family: str, args) -> dict:
+    """``vidspec distill-data``'s batched path (:func:`batched_answers`) on the 7B-shaped target: short-shape
+    videos, ``--distill-batch`` requests a call, ``--distill-tokens`` new tokens each; generated tokens/s."""
+    import numpy as np
+
+    from vidspec.decoding.types import Request, VideoClip
+    from vidspec.draft_training.sparrow.distill_data import batched_answers
+
+    tgt = module.target
+    tgt.model.to(module._target_device("auto") if not args.smoke else "cpu")
+    frames, px = (SMOKE_SHAPES if args.smoke else SHAPES)[family]["short"]
+    rng = np.random.default_rng(1)
+    reqs = [Request("Describe the video in detail.", VideoClip(
+        frames=rng.integers(0, 255, (frames, px, px, 3), dtype=np.uint8), fps=2.0, source="memory"))
+        for _ in range(args.distill_batch)]
+    out = {"batch": args.distill_batch, "max_new_tokens": args.distill_tokens, "frames": frames, "px": px}
+    for label, b in (("batched", args.distill_batch), ("one_request", 1)):
+        batched_answers(tgt, reqs[:b], 4)  # warm-up
+        cuda = torch.cuda.is_available() and not args.smoke
+        torch.cuda.synchronize() if cuda else None
+        t = time.perf_counter()
+        answers = batched_answers(tgt, reqs[:b], args.distill_tokens)
+        torch.cuda.synchronize() if cuda else None
+        dt = time.perf_counter() - t
+        n = sum(k for _, k in answers)
+        out[label] = {"requests": b, "new_tokens": n, "s": round(dt, 3), "new_tokens_per_s": round(n / dt, 1)}
+    return out
+
+
 def build_module(recipe: dict, target: Path, feature_cache: str | None, smoke: bool):
     from vidspec.draft_training.sparrow import SparrowDistillModule
 
@@ -379,7 +408,11 @@ def bench_family(family: str, args, work: Path, peak: float | None, res: dict, s
                            answer_tokens=args.answer_tokens, smoke=args.smoke)
     res["example_tokens"] = {k: [int(s["input_ids"].shape[0]) for s in v] for k, v in samples.items()}
     cache = work / f"features-{family}"
-    for mode in args.modes:
+    if "distill" in args.modes:
+        res["distill_data"] = bench_distill(module, family, args)
+        print(json.dumps({"distill_data": res["distill_data"]}), flush=True)
+        save()
+    for mode in [m for m in args.modes if m != "distill"]:
         for strategy in args.strategies:
             key = f"{strategy}-{mode}"
             if mode == "cache" and not (cache / "features.json").is_file():
@@ -421,7 +454,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--families", default="qwen2.5-vl,llava-ov")
     ap.add_argument("--strategies", default="ddp,fsdp")
-    ap.add_argument("--modes", default="online,cache")
+    ap.add_argument("--modes", default="online,cache,distill",
+                    help="online / cache: training runs; distill: distill-data's batched generation tokens/s")
+    ap.add_argument("--distill-batch", type=int, default=8)
+    ap.add_argument("--distill-tokens", type=int, default=256)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--long-every", type=int, default=10, help="every N-th batch has ~25k visual tokens a row")
@@ -438,6 +474,7 @@ def main(argv=None) -> int:
     if args.smoke:
         args.steps, args.warmup, args.long_every = min(args.steps, 4), 0, 2
         args.distinct, args.distinct_long, args.answer_tokens = 2, 1, 24
+        args.distill_batch, args.distill_tokens = 2, 6
         args.strategies = [s for s in args.strategies if s != "fsdp"]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -125,6 +125,7 @@ def test_train_7b_smoke(tmp_path):
     assert doc["git"] is not None and set(doc["families"]) == {"qwen2.5-vl", "llava-ov"}
     for fam in doc["families"].values():
         assert set(fam["runs"]) == {"ddp-online", "ddp-cache"}
+        assert fam["distill_data"]["batched"]["new_tokens_per_s"] > 0  # distill-data's batched generation
         for run in fam["runs"].values():
             assert run["optimizer_steps"] == doc["steps"], run
             rec = run["record"]
