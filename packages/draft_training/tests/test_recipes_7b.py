@@ -152,3 +152,26 @@ def test_mtp_needs_no_dense_mask(name, data):
     assert seen == [None]  # no mask tensor for the SDPA layer
     got = captured["h"]
     torch.testing.assert_close(got, ref[:, db.vis.shape[1]:][db.sel], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="FSDP needs a CUDA device")
+def test_7b_recipe_fsdp_step_on_one_gpu(data, tmp_path):
+    """On a GPU: each recipe's DraftFSDPStrategy as written (1 process) takes its steps with clipping, and the step
+    sees inference's positions, a float32 RoPE buffer and the target's own features."""
+    for recipe, target in sorted(RECIPES.items()):
+        out = tmp_path / recipe
+        path = _tiny(recipe, target, None, data, out)
+        cfg = yaml.safe_load(path.read_text())
+        cfg["trainer"].update({"accelerator": "gpu", "devices": 1})
+        path.write_text(yaml.safe_dump(cfg))
+        script = tmp_path / "fit.py"
+        script.write_text(SCRIPT)
+        proc = subprocess.run([sys.executable, str(script), str(path)], capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        rec = json.loads((out / "record.json").read_text())
+        assert rec["strategy"] == "DraftFSDPStrategy" and rec["global_step"] == 3
+        assert rec["inv_freq_dtype"] == "torch.float32" and rec["inv_freq_equal"] and rec["positions_equal"]
+        assert rec["target_positions_equal"] and rec["feature_max_abs_diff"] == 0.0
+        assert max(rec["grad_norms_after_clip"]) <= 0.5 * 1.001
