@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import torch
 import yaml
 
@@ -67,3 +68,12 @@ def test_validation_logs_the_decoded_acceptance_length(tmp_path):
     tau = float(trainer.callback_metrics["val/accept_len"])
     assert 1.0 <= tau <= 4.0 and "val/sim_accept_len" in trainer.callback_metrics
     assert m.draft.training  # the measurement leaves the draft as it found it
+    # the copy decodes as the trained draft itself does
+    from vidspec.decoding.drafters.sparrow import SparrowDrafter
+    from vidspec.decoding.methods import build_decoder
+    from vidspec.decoding.types import Request
+
+    rows = dm.val_set.rows[:2]
+    decoder = build_decoder("sparrow", target=m.target, draft=SparrowDrafter(m.draft), k=3)
+    taus = [decoder.generate(Request(r.prompt, m.target.read_video(r.video)), max_new_tokens=12).tau for r in rows]
+    assert tau == pytest.approx(sum(taus) / len(taus), rel=1e-6)

@@ -615,7 +615,15 @@ class SparrowDistillModule(L.LightningModule):
 
         self._ensure_target_device()
         draft = SparrowDraftModel(self.draft.config)
-        draft.load_state_dict({k_: v.detach().float() for k_, v in self.draft.own_state_dict().items()}, strict=False)
+        # Fetched by attribute, not from state_dict(): inside FSDP's summon_full_params the whole tensors are the
+        # modules' attributes whether or not FSDP keeps them registered as parameters.
+        state = {}
+        for key in draft.own_state_dict():
+            obj = self.draft
+            for part in key.split("."):
+                obj = getattr(obj, part)
+            state[key] = obj.detach().float().clone()
+        draft.load_state_dict(state, strict=False)
         draft.bind(self.target.model)
         draft.to(self.target.device)
         was_training = self.draft.training
