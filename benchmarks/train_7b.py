@@ -5,7 +5,7 @@ PYTHONPATH; torch, transformers, lightning, safetensors and tqdm are needed, not
 
     PYTHONPATH=packages/decoding/src:packages/draft_training/src:packages/evaluation/src \\
         python benchmarks/train_7b.py --out "$OUT"          # both recipes, ~8 min on one H100
-    python benchmarks/train_7b.py --smoke --out /tmp/t7b     # tiny shape on the CPU, seconds (the smoke test)
+    python benchmarks/train_7b.py --smoke --out OUT          # tiny shape on the CPU, seconds (the smoke test)
 
 What it does, per recipe (configs/train/sparrow-qwen2.5-vl-7b.yaml, sparrow-llava-ov-7b.yaml):
 
