@@ -377,14 +377,17 @@ class SparrowDistillModule(L.LightningModule):
         positions = fast["position_ids"] if fast else self.target_positions(batch)
         # Hidden state k is the output of decoder layer k - 1 (0 is the embeddings); forward hooks keep
         # only the two layers read instead of all of them.
-        layers = self.target.model.model.language_model.layers
-        want = {"penult": len(layers) - 1}
-        if self.draft_options.ivsb:
-            want["mid"] = self.ivsb_layer
+        layers = getattr(getattr(self.target.model.model, "language_model", None), "layers", None)
+        if layers is None:  # a model without the usual layout: every hidden state, as transformers returns them
+            want = {"penult": -2, "mid": self.ivsb_layer}
+        else:
+            want = {"penult": len(layers) - 1}
+            if self.draft_options.ivsb:
+                want["mid"] = self.ivsb_layer
         got: dict[str, torch.Tensor] = {}
         handles = []
         for key, k in want.items():
-            if k >= 1:
+            if layers is not None and k >= 1:
                 def keep(_m, _a, out, key=key):
                     got[key] = out[0] if isinstance(out, tuple) else out
                 handles.append(layers[k - 1].register_forward_hook(keep))
@@ -395,13 +398,13 @@ class SparrowDistillModule(L.LightningModule):
                     input_ids=batch["input_ids"], use_cache=False,
                     attention_mask=(batch["attention_mask"] if padding_mask
                                     else causal_padding_mask(batch["attention_mask"])),
-                    output_hidden_states=any(k < 1 for k in want.values()), return_dict=True,
+                    output_hidden_states=not handles or len(handles) < len(want), return_dict=True,
                     **self._vision_kwargs(batch), **(fast or extra))
         finally:
             for h in handles:
                 h.remove()
         for key, k in want.items():
-            if k < 1:
+            if key not in got:
                 got[key] = out.hidden_states[k]
         return {"penult": got["penult"], "mid": got.get("mid", got["penult"]), "last": out.last_hidden_state,
                 "positions": positions}
