@@ -94,3 +94,23 @@ def test_verified_folder_is_not_hashed_again(tmp_path, monkeypatch):
     assert integrity.verify_weights(rel, verify=False) is False
     monkeypatch.setenv("VIDSPEC_NO_VERIFY", "1")
     assert integrity.verify_weights(rel) is False
+
+
+def test_truncated_torch_checkpoint_is_one_clear_error(tmp_path):
+    import torch
+
+    from vidspec.decoding.errors import ConfigError
+    from vidspec.decoding.integrity import check_torch_file
+
+    ckpt = tmp_path / "last.ckpt"
+    torch.save({"state_dict": {"w": torch.ones(1000)}, "global_step": 3}, ckpt)
+    check_torch_file(ckpt)
+    data = ckpt.read_bytes()
+    ckpt.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ConfigError, match="truncated"):
+        check_torch_file(ckpt)
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(ConfigError, match="not a torch checkpoint"):
+        check_torch_file(tmp_path / "notes.txt")
+    with pytest.raises(ConfigError, match="no such file"):
+        check_torch_file(tmp_path / "missing.ckpt")

@@ -158,3 +158,38 @@ def verify_weights(folder: str | Path, *, verify: bool | None = None, name: str 
     log.debug("%s: weights match the manifest fingerprint", shown)
     _remember(key, entry)
     return True
+
+
+def check_torch_file(path: str | Path, what: str = "checkpoint") -> None:
+    """Refuse a torch file (``torch.save``'s zip format) that is missing, truncated or not a torch file.
+
+    Reads only the zip's central directory at the end of the file (a file cut short by a kill or a
+    full disk has none), so it costs milliseconds even for a large checkpoint.
+
+    Raises:
+        ConfigError: one line naming the file and the cause.
+    """
+    import zipfile
+
+    from vidspec.decoding.errors import ConfigError
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{what} {p}: no such file")
+    try:
+        size = p.stat().st_size
+        with zipfile.ZipFile(p) as z:
+            infos = z.infolist()
+    except zipfile.BadZipFile:
+        with contextlib.suppress(OSError), p.open("rb") as fh:
+            if fh.read(2) == b"\x80\x02":  # the legacy (pre-zip) pickle format: nothing cheap to check
+                return
+        raise ConfigError(f"{what} {p} is truncated or not a torch checkpoint ({size} bytes, no zip directory "
+                          "at its end): it was cut short while being written, or is another file; use an earlier "
+                          "checkpoint or start again") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {what} {p}: {e.strerror or e}") from None
+    if not infos or not any(i.filename.endswith("data.pkl") for i in infos):
+        raise ConfigError(f"{what} {p} is a zip file but not a torch checkpoint (no data.pkl)")
+    if any(i.header_offset + i.compress_size > size for i in infos):
+        raise ConfigError(f"{what} {p} is truncated (its entries reach past its {size} bytes)")
