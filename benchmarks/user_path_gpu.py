@@ -424,7 +424,7 @@ def main(argv=None) -> int:
                 text = text.replace(str(folder), name)
         path.write_text(text)
 
-    with torch.inference_mode():
+    with torch.no_grad():  # not inference_mode: the models are used outside it later (graph capture, eager steps)
         res["models"], loaded = build_models(work, args.smoke, args.device)
     print(f"models saved in {time.perf_counter() - t_start:.0f} s", flush=True)
     save()
