@@ -22,9 +22,10 @@ def test_default_is_auto_and_resolves_by_device():
 
 def test_attention_scorer_falls_back_to_eager_with_a_reason():
     cfg = DecodeConfig(scorer="attention")
-    resolved, why = cfg.resolve("cuda", "lvspec")
+    resolved, why = cfg.resolve("cuda", relevance=True)
     assert resolved.engine == "eager" and "attention" in why
-    assert cfg.resolve("cuda", "sd")[0].engine == "fast"  # sd does not read relevance
+    assert cfg.resolve("cuda", relevance=False)[0].engine == "fast"  # e.g. sd: it does not read relevance
+    assert cfg.resolve("cuda", "lvspec")[0].engine == "eager"  # the name of a relevance method reads as true
 
 
 def test_check_device_follows_the_resolution():
@@ -39,7 +40,7 @@ def test_build_decoder_on_cpu_runs_eager():
 
 
 def test_fast_failure_falls_back_with_one_line(monkeypatch, caplog):
-    monkeypatch.setattr(DecodeConfig, "resolve", lambda self, device, method=None: (self.replace(engine="fast"), None))
+    monkeypatch.setattr(DecodeConfig, "resolve", lambda self, device, relevance=None: (self.replace(engine="fast"), None))
 
     def refuse(model, options=None):
         raise NotImplementedError("fast path supports full attention only (no sliding-window layers)")

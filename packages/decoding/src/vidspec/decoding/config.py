@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.loops.chain import DEFAULT_DRAFT_COST
 
 #: ``engine`` choices (``--engine``): auto picks fast on CUDA and eager elsewhere (:meth:`DecodeConfig.resolve`).
 ENGINES: tuple[str, ...] = ("auto", "eager", "fast")
@@ -43,9 +44,6 @@ ATTENTION_HEADS: tuple[str, ...] = ("mean", "max")
 #: GEMV for single-token steps ("decode"), or the Triton small-M/split-K path for steps of up to 16
 #: tokens too ("all": verify steps; tile shapes from the built-in H200 table, see docs/results.md).
 GEMV_MODES: dict[str, bool | str] = {"off": False, "decode": True, "all": "all"}
-#: The adaptive draft policy's default cost of one draft token in target verify steps (``--draft-cost``):
-#: a 2-layer draft of a 28-layer target with its per-step overhead.
-DEFAULT_DRAFT_COST = 0.15
 #: FastTarget's default KV cache capacity (prompt + generated tokens + one verify block).
 DEFAULT_FAST_MAX_LEN = 8192
 
@@ -238,25 +236,23 @@ class DecodeConfig:
         """The tree methods' shape."""
         return TreeShape(self.tree_total, self.tree_depth, self.tree_top_k)
 
-    def resolve(self, device: str | Any, method: str | None = None) -> tuple[DecodeConfig, str | None]:
-        """This config with ``engine`` made concrete for ``device`` (and ``method``), and why auto fell back.
+    def resolve(self, device: str | Any, relevance: bool | str | None = None) -> tuple[DecodeConfig, str | None]:
+        """This config with ``engine`` made concrete for ``device``, and why auto fell back.
 
         ``auto`` becomes ``fast`` on a CUDA device and ``eager`` elsewhere (the fast engine's CUDA graphs
         and kernels are what make it fast; on CPU eager is the reference and no slower). On CUDA, auto
-        also becomes eager where the options need the eager engine: the attention relevance scorer of
-        the loose methods (the fast engine does not compute attention mass). The second value is then
-        that reason in one line (None when nothing fell back). ``eager`` and ``fast`` stay as given.
+        also becomes eager where the options need the eager engine: the attention relevance scorer for
+        a method that reads visual relevance (``relevance`` true, e.g. the name of such a method; the
+        fast engine does not compute attention mass). The second value is then that reason in one line
+        (None when nothing fell back). ``eager`` and ``fast`` stay as given.
         """
         if self.engine != "auto":
             return self, None
         if not str(device).startswith("cuda"):
             return self.replace(engine="eager"), None
-        if self.scorer == "attention" and method is not None:
-            from vidspec.decoding.methods import get_method
-
-            if get_method(method).uses_relevance:
-                return (self.replace(engine="eager"),
-                        "--scorer attention needs the attention mass, which only the eager engine computes")
+        if self.scorer == "attention" and relevance:
+            return (self.replace(engine="eager"),
+                    "--scorer attention needs the attention mass, which only the eager engine computes")
         return self.replace(engine="fast"), None
 
     def check_device(self, device: str) -> None:

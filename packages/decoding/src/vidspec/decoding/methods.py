@@ -368,7 +368,7 @@ def build_decoder(
         target, device=device, dtype=dtype, max_frames=max_frames, relevance_layer=cfg.relevance_layer)
     auto = cfg.engine == "auto"
     if auto:
-        cfg, why = cfg.resolve(tgt.device if is_fast(tgt) else getattr(tgt, "device", device), method)
+        cfg, why = cfg.resolve(getattr(tgt, "device", device), spec.uses_relevance)
         if is_fast(tgt) and cfg.engine == "eager":  # a FastTarget given: its engine is fast
             cfg, why = cfg.replace(engine="fast"), None
         if why:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import torch
 
-from vidspec.decoding.config import DEFAULT_DRAFT_COST as _CONFIG_DRAFT_COST
 from vidspec.decoding.drafters import NoDrafter
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import (
@@ -117,9 +116,10 @@ class _Event:
     step: StepRecord | None
 
 
-#: The draft cost ratio a measuring adaptive policy assumes until it has timed a host round (device
-#: rounds cannot split draft and verify time).
-DEFAULT_DRAFT_COST = _CONFIG_DRAFT_COST
+#: The adaptive policy's default cost of one draft token in target verify steps (``--draft-cost``): a
+#: 2-layer draft of a 28-layer target with its per-step overhead. A measuring policy also assumes it
+#: until it has timed a host round (device rounds cannot split draft and verify time).
+DEFAULT_DRAFT_COST = 0.15
 
 
 @dataclass

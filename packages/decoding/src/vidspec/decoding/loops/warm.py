@@ -44,9 +44,9 @@ def synthetic_request(target: Any, size: tuple[int, int] = (224, 224)) -> Reques
 
 
 def _is_fast(model: Any) -> bool:
-    from vidspec.decoding.methods import is_fast
-
-    return is_fast(model)
+    """A fast-engine target (its static-cache LM and graph warm-up), told by what it has: the loops sit below
+    the fast backend and do not import it."""
+    return callable(getattr(model, "warmup_contexts", None)) and getattr(model, "lm", None) is not None
 
 
 def capture_graphs(decoder: Any, max_context: int, min_context: int = 0) -> int:
@@ -66,10 +66,8 @@ def capture_graphs(decoder: Any, max_context: int, min_context: int = 0) -> int:
         top = min(max_context, model.lm.max_len - 1)
         captured += model.warmup(lengths, model.warmup_contexts(min(low, top), top))
     if _is_fast(decoder.target) and k > 0:
-        from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter
-
         drafter = decoder.drafter
-        if isinstance(drafter, FastSparrowDrafter):
+        if callable(getattr(drafter, "warmup_buckets", None)):  # a fast Sparrow chain drafter
             # The draft's cache holds the text positions only: the prompt's text and the generated tokens.
             captured += drafter.warmup(decoder.target, k, max_text=min(max_context, 1024))
     return captured
