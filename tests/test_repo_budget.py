@@ -51,6 +51,9 @@ def test_no_tracked_file_holds_a_machine_path():
     hits = []
     for p in _tracked():
         path = REPO / p
+        # Tests build such paths on purpose, to check that exports and cards strip them.
+        if p.startswith("tests/") or "/tests/" in p:
+            continue
         if not path.is_file() or path.stat().st_size > 2_000_000:
             continue
         data = path.read_bytes()
