@@ -21,7 +21,6 @@ def _losses(run) -> dict[int, float]:
     return {r["step"]: r["train/loss"] for r in read_metrics(run / "metrics.jsonl") if "train/loss" in r}
 
 
-@pytest.mark.xfail(strict=True, reason="vidspec train fit does not check --ckpt_path before torch reads it yet")
 def test_resuming_from_a_truncated_checkpoint_is_one_line_exit_2(tmp_path, tiny_dataset, capsys):
     run = tmp_path / "run"
     recipe = str(tiny_recipe(run, tiny_dataset, max_steps=2, every=2))

@@ -86,6 +86,14 @@ class VidspecTrainCLI(LightningCLI):
         if self.subcommand is not None:
             check_model_paths(self.config[self.subcommand])
 
+    def _parse_ckpt_path(self) -> None:
+        # LightningCLI reads --ckpt_path here (and the trainer again at fit): a checkpoint cut short by a kill
+        # or a full disk is refused first, in one line, instead of torch's zip-reader traceback.
+        subcommand = self.config.get("subcommand")
+        if subcommand:
+            check_resume_checkpoint(self.config[subcommand])
+        super()._parse_ckpt_path()
+
     def instantiate_classes(self) -> None:
         super().instantiate_classes()
         if self.subcommand is None:
@@ -96,6 +104,28 @@ class VidspecTrainCLI(LightningCLI):
         run.pop("config", None)
         if hasattr(self.model, "vidspec_run_config") or isinstance(self.model, LightningModule):
             self.model.vidspec_run_config = run
+
+
+def check_resume_checkpoint(config) -> None:
+    """Refuse ``--ckpt_path`` (a file, or ``last``: the run's ``last.ckpt``) if it is missing, truncated or not a
+    torch checkpoint.
+
+    Raises:
+        ConfigError: naming the file and the cause.
+    """
+    from vidspec.decoding.integrity import check_torch_file
+
+    ckpt = config.get("ckpt_path")
+    if not ckpt or ckpt in ("best", "hpc", "registry"):
+        return
+    if ckpt == "last":  # Lightning finds it in the checkpoint folder; a run that saved none starts afresh
+        dirpath = config.get("checkpoint.dirpath")
+        path = Path(dirpath) / "last.ckpt" if dirpath else None
+        if path is None or not path.exists():
+            return
+    else:
+        path = Path(ckpt)
+    check_torch_file(path, "--ckpt_path")
 
 
 #: Model arguments that name a folder on disk (or a hub id); checked before anything is built.
