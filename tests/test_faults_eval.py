@@ -175,7 +175,6 @@ def test_eval_on_a_full_disk_is_one_line_exit_2_and_resumes(tmp_path):
     assert len(keys) == len(set(keys)) == 6
 
 
-@pytest.mark.xfail(strict=True, reason="the runner does not check every row's prompt before decoding yet")
 def test_an_eval_row_with_control_tokens_is_refused_before_any_decode(tmp_path):
     from dataclasses import replace
 

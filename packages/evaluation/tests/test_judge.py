@@ -260,16 +260,18 @@ def test_timeouts_are_retried(server):
     assert verdict.status == "unparsable" and verdict.reply == "I cannot rate this"
 
 
-def test_garbage_body_is_unparsable(server, tmp_path):
-    server.inject("garbage")
+def test_garbage_body_is_retried_then_unparsable(server, tmp_path):
     judge = make_judge(server, cache=tmp_path / "c.jsonl")
+    attempts = judge.config.max_attempts
+    server.inject("garbage", times=attempts)
     verdict = judge.judge(QUESTION, ANSWER, REFERENCE, protocol="detail")
+    assert server.request_count == attempts  # retried like a 5xx
     # lmms-eval's rule under the detail protocol: unreadable scores 0, and is reported as such.
     assert verdict.status == "unparsable" and verdict.score == 0.0
     assert "not JSON" in verdict.reply and "not chat-completions JSON" in verdict.detail
     # A broken body is not cached: the next run asks again (and gets the model's answer).
     assert judge.judge(QUESTION, ANSWER, REFERENCE, protocol="detail").cached is False
-    assert server.request_count == 2
+    assert server.request_count == attempts + 1
 
 
 def test_unparsable_reply_is_reported_not_zero_under_score(server, tmp_path):

@@ -145,7 +145,7 @@ def test_gpt_judge_phase_is_resumable_and_never_scores_unparsable(run, synthvid,
         asked = server.request_count
         # Identical outputs (strict methods repeat AR) are answered from the verdict cache.
         assert 2 <= asked <= 2 * len(METHODS)
-        runner_mod.judge_run(jcfg, runner_mod.Path(cfg.out), samples)
+        runner_mod.judge_run(replace(jcfg, judge_keep_unparsable=True), runner_mod.Path(cfg.out), samples)
         assert server.request_count == asked, "nothing is judged twice"
     judged = read_jsonl(f"{cfg.out}/judgements.jsonl")
     assert len(judged) == 2 * len(METHODS)
@@ -154,6 +154,12 @@ def test_gpt_judge_phase_is_resumable_and_never_scores_unparsable(run, synthvid,
     summary = runner_mod.write_summary(runner_mod.Path(cfg.out), cfg, "synthvid_captions")
     assert sum(m["judge_unparsable"] for m in summary["methods"].values()) == len(bad)
     assert {m["judge_score"] for m in summary["methods"].values()} <= {4.0, None}
+    # A rerun that does not keep them asks about the unparsable verdicts again (one distinct question).
+    with ChatCompletionsServer(_Canned()) as server:
+        runner_mod.judge_run(replace(jcfg, judge_base_url=server.base_url), runner_mod.Path(cfg.out), samples)
+        assert server.request_count == 1
+    judged = read_jsonl(f"{cfg.out}/judgements.jsonl")
+    assert len(judged) == 2 * len(METHODS) and all(j["judge_status"] == "ok" for j in judged)
 
 
 def test_out_that_is_a_file_is_a_user_error(tmp_path):

@@ -53,6 +53,8 @@ def evaluate(
     report: bool = True,
     shard: str | None = None,
     judge_workers: int = 8,
+    judge_timeout: float = 60.0,
+    judge_keep_unparsable: bool = False,
     decode: DecodeConfig | None = None,
 ) -> int:
     """Run decoding methods side by side on a benchmark (AR first as the baseline); resumable.
@@ -87,6 +89,8 @@ def evaluate(
         shard: i/n: run part i (from 0) of n disjoint parts of the samples (by sample id), e.g. one per GPU,
             each with its own --out; `vidspec report` on their parent folder merges them into one table.
         judge_workers: judge requests in flight at once (each retried as before; verdicts cached).
+        judge_timeout: seconds to wait for one judge response before retrying.
+        judge_keep_unparsable: on a rerun, keep unparsable verdicts instead of asking the judge again.
         decode: how every method decodes (:class:`~vidspec.decoding.config.DecodeConfig`); on the command
             line and in recipes its fields are options of their own (``--k``, ``--lam``, ``--engine``,
             ``--tree-total``, ...). Recorded in the run's config.json; resuming refuses a change of any
@@ -110,7 +114,7 @@ def evaluate(
         sparrow_k=sparrow_k, max_new_tokens=max_new_tokens, frames=frames, device=device, dtype=dtype,
         decode=decode or DecodeConfig(), share_video=share_video, warmup=warmup, judge=judge,
         judge_base_url=judge_base_url, judge_model=judge_model, progress=not no_progress, shard=shard,
-        judge_workers=judge_workers,
+        judge_workers=judge_workers, judge_timeout_s=judge_timeout, judge_keep_unparsable=judge_keep_unparsable,
     )
     summary = run_eval(cfg)
     print(markdown_table(summary["methods"]))

@@ -47,6 +47,7 @@ from vidspec.decoding.methods import (
     get_method,
     tree_fast_options,
 )
+from vidspec.decoding.prompts import check_prompts
 from vidspec.decoding.types import GenerationResult, Request
 from vidspec.evaluation.benchmarks import Sample, get_task, load_benchmark
 from vidspec.evaluation.benchmarks.clips import read_sample_video
@@ -71,7 +72,8 @@ RANDOM_SPARROW = "random"
 #: Config fields that may change between a run and its resumption; any other change would mix
 #: incomparable records in one folder, so it is refused.
 RESUMABLE_CHANGES = frozenset({"out", "limit", "methods", "progress", "warmup", "judge", "judge_base_url",
-                               "judge_model", "fast_max_len", "judge_workers"})
+                               "judge_model", "fast_max_len", "judge_workers", "judge_timeout_s",
+                               "judge_keep_unparsable"})
 #: Values of config fields added after runs were recorded without them (resuming such a run is allowed
 #: when the new value is this default). Decode fields are compared flat (a run folder written before
 #: the config nested them under ``decode`` holds them at the top level).
@@ -123,6 +125,9 @@ class EvalConfig:
             (:func:`shard_samples`), each part in its own ``out`` folder and resumable as any run;
             ``vidspec report`` merges the parts' folders into the table one run would give.
         judge_workers: judge requests in flight at once (each with its retries; the cache is shared).
+        judge_timeout_s: seconds to wait for one judge response before the attempt counts as timed out.
+        judge_keep_unparsable: on a rerun, keep the verdicts recorded as unparsable instead of asking
+            the judge about them again.
     """
 
     benchmark: str
@@ -150,6 +155,8 @@ class EvalConfig:
     progress: bool = True
     shard: str | None = None
     judge_workers: int = 8
+    judge_timeout_s: float = 60.0
+    judge_keep_unparsable: bool = False
 
     def __post_init__(self) -> None:
         methods = tuple(self.methods.split(",")) if isinstance(self.methods, str) else tuple(self.methods)
@@ -175,6 +182,8 @@ class EvalConfig:
             raise ConfigError(f"--frames must be >= 1, got {self.frames}")
         if self.sparrow_k is not None and self.sparrow_k < 1:
             raise ConfigError(f"--sparrow-k must be >= 1, got {self.sparrow_k}")
+        if self.judge:  # the endpoint and options are checked now, not after all the decoding
+            self.judge_config()
         specs = [get_method(m) for m in methods]
         if decode.engine == "fast" and decode.scorer == "attention" and any(s.uses_relevance for s in specs):
             # Checked before config.json is written (the fast engine's decoder build would refuse it later).
@@ -191,6 +200,22 @@ class EvalConfig:
             from vidspec.decoding.drafters.sparrow import load_draft_vocab
 
             load_draft_vocab(self.sparrow, decode.draft_vocab)  # the file exists and reads, before any model loads
+
+    def judge_config(self):
+        """The :class:`~vidspec.evaluation.judge.JudgeConfig` of this run (flags, else the environment).
+
+        Raises:
+            ConfigError: an invalid base URL (not ``http(s)://host...``), model or timeout.
+        """
+        from vidspec.evaluation.judge import JudgeConfig
+
+        if not self.judge_timeout_s > 0:
+            raise ConfigError(f"--judge-timeout must be > 0 seconds, got {self.judge_timeout_s}")
+        try:
+            return JudgeConfig.from_env(base_url=self.judge_base_url, model=self.judge_model,
+                                        timeout_s=float(self.judge_timeout_s))
+        except ValueError as e:
+            raise ConfigError(f"--judge-base-url / --judge-model: {e}") from None
 
     @classmethod
     def from_flags(cls, **options: Any) -> EvalConfig:
@@ -699,6 +724,8 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
             t0 = time.perf_counter()
             models = models or load_models(config, frames)
             notes = models.notes
+            # Control tokens in a question would be read as chat markup: refuse the run before any decode.
+            check_prompts(models.target, [(s.sample_id, s.prompt) for s, _ in todo], f"{task.name} sample")
             decoders = build_decoders(config, models)
             load_s = time.perf_counter() - t0
             warmup_s = dict.fromkeys(config.methods, 0.0)
@@ -747,12 +774,15 @@ def judge_run(config: EvalConfig, out: Path, samples: list[Sample]) -> None:
     Judging happens after decoding so the network never sits between timed decodes; the verdict
     cache (``judge_cache.jsonl``) also keeps a rerun from asking the same question twice.
     """
-    from vidspec.evaluation.judge import GPTJudge, JudgeConfig
+    from vidspec.evaluation.judge import GPTJudge
 
     by_id = {s.sample_id: s for s in samples}
     records = [r for r in read_jsonl(out / "records.jsonl") if r["sample_id"] in by_id
                and by_id[r["sample_id"]].metric in ("gpt_judge", "synthvid_facts")]
-    jcfg = JudgeConfig.from_env(base_url=config.judge_base_url, model=config.judge_model)
+    jcfg = config.judge_config()
+    reask = not config.judge_keep_unparsable
+    if reask:
+        _drop_unparsable(out / "judgements.jsonl")  # asked again below (the cache's copy is bypassed too)
     with JsonlLog(out / "judgements.jsonl") as log_, GPTJudge(jcfg, cache=out / "judge_cache.jsonl") as judge:
         todo = [r for r in records if (r["sample_id"], r["method"]) not in log_]
         # One request per distinct question (identical outputs, e.g. the strict methods repeating AR,
@@ -764,7 +794,7 @@ def judge_run(config: EvalConfig, out: Path, samples: list[Sample]) -> None:
                              s.reference, s.extra.get("judge_protocol")), []).append(r)
         bar = _progress(len(todo), "judge", config.progress)
         with ThreadPoolExecutor(max_workers=max(1, config.judge_workers)) as pool:
-            futures = {pool.submit(_judge_one, judge, by_id[rs[0]["sample_id"]], rs[0]["text"]): key
+            futures = {pool.submit(_judge_one, judge, by_id[rs[0]["sample_id"]], rs[0]["text"], reask): key
                        for key, rs in asks.items()}
             for fut in as_completed(futures):
                 fields = fut.result()  # a JudgeError ends the phase; verdicts logged so far stay
@@ -775,7 +805,29 @@ def judge_run(config: EvalConfig, out: Path, samples: list[Sample]) -> None:
         bar.close()
 
 
-def _judge_one(judge, sample: Sample, text: str) -> dict[str, Any]:
+def _drop_unparsable(path: Path) -> None:
+    """Rewrite a judgements file without its unparsable verdicts (atomically), so a rerun asks about them again."""
+    from vidspec.decoding.fsutil import atomic_path
+
+    if not path.exists():
+        return
+    lines = path.read_bytes().splitlines(keepends=True)
+    keep = []
+    for line in lines:
+        try:
+            unparsable = json.loads(line).get("judge_status") == "unparsable"
+        except (ValueError, AttributeError):
+            unparsable = False  # a torn last line: JsonlLog drops it as before
+        if not unparsable:
+            keep.append(line)
+    if len(keep) == len(lines):
+        return
+    log.info("%s: asking the judge again about %d unparsable verdict(s)", path, len(lines) - len(keep))
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(b"".join(keep))
+
+
+def _judge_one(judge, sample: Sample, text: str, reask_unparsable: bool = False) -> dict[str, Any]:
     """The judgement fields of one output: one verdict, or VDCscore's question answering for a VDC sample."""
     protocol = sample.extra.get("judge_protocol")
     if protocol == "vdcscore":
@@ -786,7 +838,8 @@ def _judge_one(judge, sample: Sample, text: str) -> dict[str, Any]:
                     judge_model=v.model, judge_reply=f"{v.n_pairs} pairs, {v.unparsable} unreadable",
                     judge_protocol="vdcscore", judge_prompt_version=v.prompt_version, judge_correct=None,
                     judge_acc=v.accuracy)
-    v = judge.judge(sample.question, answer=text, reference=sample.reference, protocol=protocol)
+    v = judge.judge(sample.question, answer=text, reference=sample.reference, protocol=protocol,
+                    reask_unparsable=reask_unparsable)
     return dict(judge_score=v.score, judge_status=v.status, judge_model=v.model, judge_reply=v.reply[:300],
                 judge_protocol=v.protocol, judge_prompt_version=v.prompt_version, judge_correct=v.correct)
 

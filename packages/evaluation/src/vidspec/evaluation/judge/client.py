@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import requests
 
@@ -125,8 +126,7 @@ class JudgeConfig:
             object.__setattr__(self, "api_key", Secret(self.api_key) if self.api_key else None)
         if self.api_key is not None and not isinstance(self.api_key, Secret):
             raise TypeError("JudgeConfig.api_key must be a str, a Secret or None")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"JudgeConfig.base_url must be an http(s) URL, got {self.base_url!r}")
+        check_base_url(self.base_url)
         if not self.model:
             raise ValueError("JudgeConfig.model must not be empty")
         if self.max_attempts < 1:
@@ -175,6 +175,32 @@ class JudgeConfig:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["api_key"] = "***" if self.api_key is not None else None
         return out
+
+
+def check_base_url(url: str) -> str:
+    """Refuse a judge base URL that is not ``http(s)://host[:port][/path]``; returns it.
+
+    Raises:
+        ValueError: naming the URL and what a valid one looks like.
+    """
+    parts = urlsplit(str(url))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"judge base URL {url!r} is not an http(s) URL with a host "
+                         f"(e.g. {DEFAULT_BASE_URL} or http://localhost:8000/v1)")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise ValueError(f"judge base URL {url!r} has an invalid port") from None
+    return url
+
+
+def _chat_content(response: requests.Response) -> str | None:
+    """The reply text of a chat-completions body, or None when the body is not one."""
+    try:
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) else None
 
 
 VerdictStatus = Literal["ok", "unparsable"]
@@ -250,8 +276,9 @@ def _retry_after_seconds(value: str | None) -> float | None:
 class GPTJudge:
     """Judges answers against references with a chat-completions model at temperature 0 (lmms-eval's protocols).
 
-    Retries with exponential backoff on timeouts, connection errors, HTTP 429 and 5xx (a
-    ``Retry-After`` header replaces the computed delay); other HTTP errors fail at once. Verdicts
+    Retries with exponential backoff on timeouts, connection errors, HTTP 429 and 5xx, and on a 200
+    whose body is not chat-completions JSON (a ``Retry-After`` header replaces the computed delay);
+    other HTTP errors fail at once. Verdicts
     are cached on disk when ``cache`` is given, so an answer is never sent twice.
 
     Args:
@@ -295,7 +322,7 @@ class GPTJudge:
         self.close()
 
     def judge(self, question: str, answer: str, reference: str,
-              protocol: str | JudgeProtocol | None = None) -> Verdict:
+              protocol: str | JudgeProtocol | None = None, reask_unparsable: bool = False) -> Verdict:
         """Judge ``answer`` against ``reference``, from the cache when judged before.
 
         Args:
@@ -304,6 +331,8 @@ class GPTJudge:
             reference: the benchmark's reference answer.
             protocol: ``detail``, ``correctness`` or ``score`` (the default)
                 (:mod:`~vidspec.evaluation.judge.protocols`).
+            reask_unparsable: ask again when the cache holds an unparsable verdict for this question
+                (a rerun's default in ``vidspec eval``), instead of returning it.
 
         Returns:
             A :class:`Verdict`. ``status == "unparsable"`` when the reply could not be read or the body
@@ -319,7 +348,10 @@ class GPTJudge:
             prompt_version=proto.version, question=question, answer=answer, reference=reference, model=model
         )
         tags = dict(protocol=proto.name, prompt_version=proto.version)
-        if self.cache is not None and (record := self.cache.get(key)) is not None:
+        record = self.cache.get(key) if self.cache is not None else None
+        if record is not None and reask_unparsable and record.get("status") == "unparsable":
+            record = None  # asked again; the new verdict replaces the cached one
+        if record is not None:
             return Verdict(
                 score=record["score"],
                 status=record["status"],
@@ -338,12 +370,10 @@ class GPTJudge:
             "max_tokens": max(self.config.max_tokens, proto.max_tokens),
         }
         response = self._post(payload)
-        try:
-            content = response.json()["choices"][0]["message"]["content"]
-            if not isinstance(content, str):
-                raise TypeError("content is not a string")
-        except (ValueError, KeyError, IndexError, TypeError):
-            # Not cached: a broken body says nothing about the answer, a later run may do better.
+        content = _chat_content(response)
+        if content is None:
+            # Retried like a 5xx by _post; still broken after the last attempt. Not cached: a broken body
+            # says nothing about the answer, a later run may do better.
             body = _scrub(response.text[:_SNIPPET], self.config.api_key)
             log.warning("judge %s: response is not chat-completions JSON: %r", self.config.endpoint, body)
             empty = proto.read("")
@@ -367,8 +397,8 @@ class GPTJudge:
         else:
             verdict = Verdict(score=reading.score, status="ok", reply=content, model=model, key=key,
                               correct=reading.correct, **tags)
-        # The judge runs at temperature 0: asking again would give the same reply, so an
-        # unparsable reply is cached too and reported, not re-bought on every run.
+        # An unparsable reply is cached too and reported; whether a later run asks again is the caller's
+        # choice (reask_unparsable: vidspec eval does, unless --judge-keep-unparsable).
         if self.cache is not None:
             self.cache.put(key, verdict.to_record())
         return verdict
@@ -399,10 +429,16 @@ class GPTJudge:
             else:
                 status = response.status_code
                 if status == 200:
-                    return response
-                body = _scrub(response.text[:_SNIPPET], cfg.api_key).strip()
-                problem = f"HTTP {status}" + (f": {body}" if body else "")
-                if status != 429 and not 500 <= status < 600:
+                    # A body that is not chat-completions JSON (a proxy's error page, a cut connection) is a
+                    # fault of the way there, like a 5xx: retried; the last one goes back to judge().
+                    if _chat_content(response) is not None or attempt == cfg.max_attempts:
+                        return response
+                    body = _scrub(response.text[:_SNIPPET], cfg.api_key).strip()
+                    problem = "HTTP 200 with a body that is not chat-completions JSON" + (f": {body}" if body else "")
+                else:
+                    body = _scrub(response.text[:_SNIPPET], cfg.api_key).strip()
+                    problem = f"HTTP {status}" + (f": {body}" if body else "")
+                if status != 200 and status != 429 and not 500 <= status < 600:
                     raise JudgeError(
                         f"judge endpoint {cfg.endpoint} refused the request with {problem}",
                         endpoint=cfg.endpoint,
