@@ -32,14 +32,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from testbed_common import caption_rows  # noqa: E402
-
-from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
+from vidspec.evaluation.runner import git_info, machine_info
+from vidspec.evaluation.testbed.figures import caption_rows
 
 LAMS = (0.3, 0.5, 0.7, 0.9)
 SCORERS = ("cosine", "probe", "attention")

@@ -33,10 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from testbed_common import caption_rows  # noqa: E402
-
-from vidspec.evaluation.runner import git_info, machine_info  # noqa: E402
+from vidspec.evaluation.runner import git_info, machine_info
+from vidspec.evaluation.testbed.figures import caption_rows
 
 
 def gen_args(frames: int = 256, videos: int = 16) -> list[str]:
