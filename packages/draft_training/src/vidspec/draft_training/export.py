@@ -32,7 +32,6 @@ Lookup follows the module class's MRO, so subclasses inherit their parent's expo
 from __future__ import annotations
 
 import datetime
-import hashlib
 import importlib
 import json
 import os
@@ -51,6 +50,8 @@ import torch
 from vidspec.decoding.drafters.sparrow import RELEASE_DTYPES
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.fsutil import replace_dir
+from vidspec.decoding.integrity import fingerprint as integrity_fingerprint
+from vidspec.decoding.integrity import weight_files
 from vidspec.draft_training.cards import portable
 
 MANIFEST_VERSION = 1
@@ -187,17 +188,11 @@ def final_metrics(info: dict) -> dict[str, float]:
 
 
 def fingerprint(folder: Path) -> str:
-    """sha256 over the weight files (``*.safetensors``, sorted by name): names and bytes."""
-    h = hashlib.sha256()
-    files = sorted(folder.glob("*.safetensors"))
-    if not files:
+    """sha256 over the weight files (``*.safetensors``, sorted by name): names and bytes, as loading checks it
+    (:func:`vidspec.decoding.integrity.fingerprint`)."""
+    if not weight_files(folder):
         raise ConfigError(f"the exporter wrote no .safetensors file into {folder}")
-    for f in files:
-        h.update(f.name.encode() + b"\0")
-        with f.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-    return h.hexdigest()
+    return integrity_fingerprint(folder)
 
 
 def _plain_globals() -> list:
