@@ -83,18 +83,23 @@ def _eval_cmd(data, out, extra: str = "") -> str:
             f"--warmup false --no-progress {extra}")
 
 
+def _assert_read_only_is_one_line_exit_2(folder, command: str, tmp_path) -> None:
+    """Run ``command`` with ``folder`` bind-mounted read-only: exit 2 and one stderr line naming the folder."""
+    script = (f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
+              f"{command} 2>err.txt; echo rc=$?")
+    _, text = _in_namespace(script, tmp_path)
+    err = (tmp_path / "err.txt").read_text()
+    assert "rc=2" in text, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and str(folder) in lines[0] and "Read-only file system" in lines[0], err
+
+
 @needs_unshare
 def test_eval_into_a_read_only_folder_is_one_line_exit_2(tmp_path):
     data = _synthvid(tmp_path)
     out = tmp_path / "ro"
     out.mkdir()
-    script = (f"mount --bind {out} {out} && mount -o remount,bind,ro {out} && "
-              f"{_eval_cmd(data, out, '--report false')} 2>err.txt; echo rc=$?")
-    _, text = _in_namespace(script, tmp_path)
-    err = (tmp_path / "err.txt").read_text()
-    assert "rc=2" in text, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and str(out) in lines[0] and "Read-only file system" in lines[0], err
+    _assert_read_only_is_one_line_exit_2(out, _eval_cmd(data, out, '--report false'), tmp_path)
 
 
 @needs_unshare
@@ -108,13 +113,7 @@ def test_report_on_a_read_only_run_folder_is_one_line_exit_2(tmp_path):
     assert main(["eval", "--benchmark", "synthvid_captions", "--data", str(data), "--out", str(out), "--methods",
                  "ar", "--max-new-tokens", "4", "--limit", "1", "--warmup", "false", "--no-progress",
                  "--report", "false"]) == 0
-    script = (f"mount --bind {out} {out} && mount -o remount,bind,ro {out} && "
-              f"{sys.executable} -m vidspec.decoding.cli report {out} 2>err.txt; echo rc=$?")
-    _, text = _in_namespace(script, tmp_path)
-    err = (tmp_path / "err.txt").read_text()
-    assert "rc=2" in text, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and str(out) in lines[0] and "Read-only file system" in lines[0], err
+    _assert_read_only_is_one_line_exit_2(out, f"{sys.executable} -m vidspec.decoding.cli report {out}", tmp_path)
 
 
 @needs_unshare

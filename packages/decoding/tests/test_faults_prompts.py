@@ -16,23 +16,9 @@ TARGETS = ["tiny-qwen2.5-vl", "tiny-llava-ov", str(RELEASES / "synthvid-target")
            str(RELEASES / "qwen2.5-vl" / "synthvid-target")]
 
 
-@pytest.fixture(scope="module")
-def targets():
-    from vidspec.decoding.models import load_target
-
-    cache: dict = {}
-
-    def get(name: str):
-        if name not in cache:
-            cache[name] = load_target(name)
-        return cache[name]
-
-    return get
-
-
 @pytest.mark.parametrize("name", TARGETS, ids=lambda n: Path(n).name if "/" in n else n)
-def test_control_tokens_in_user_text_are_refused(targets, name):
-    target = targets(name)
+def test_control_tokens_in_user_text_are_refused(tiny, name):
+    target = tiny(name)  # conftest's cache of loaded models
     ok, _ = target.build_prompt(Request(prompt="Describe it."))
     im_end = target.tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert list(ok).count(im_end) == 2  # the system turn and the user turn
@@ -44,8 +30,8 @@ def test_control_tokens_in_user_text_are_refused(targets, name):
         target.build_prompt(Request(prompt=f"What is {target.video_token} here?"))
 
 
-def test_plain_angle_brackets_pass(targets):
-    target = targets("tiny-qwen2.5-vl")
+def test_plain_angle_brackets_pass(tiny):
+    target = tiny("tiny-qwen2.5-vl")
     ids, _ = target.build_prompt(Request(prompt="Is a < b and <im_end> plain text? <|im_end"))
     assert target.tokenizer.decode(ids).count("<|im_end|>") == 2
 
