@@ -43,3 +43,20 @@ def test_read_layout_gives_the_same_draft_batch_in_fewer_bytes(dataset, tmp_path
         dbs[keep] = c.draft_batch(batch, c.target_features(batch))
     for field in ("vis", "h_prev", "h_true", "positions", "target_logits", "sel", "tokens"):
         torch.testing.assert_close(getattr(dbs["read"], field), getattr(dbs["all"], field), rtol=0, atol=0)
+
+
+def test_cache_build_runs_the_target_where_it_is(dataset, tmp_path):
+    """A module whose draft sits elsewhere than its target (as a module built outside a Trainer: draft on the CPU,
+    target loaded on the GPU) builds its cache with the target where it is; following the draft's device moved a
+    7B target to the CPU (minutes an example). The meta device stands in for the other device here."""
+    from test_sparrow_train import a_batch
+
+    from vidspec.draft_training.sparrow import SparrowDistillModule
+    from vidspec.draft_training.sparrow.features import precompute_features
+
+    m = SparrowDistillModule(target="tiny-qwen2.5-vl")
+    batch = a_batch(m, dataset)
+    m.draft.to("meta")
+    assert precompute_features(m, [batch], tmp_path / "c", progress=False) == 2
+    assert m.target.device.type == "cpu" and (tmp_path / "c" / "features.json").is_file()
+    assert "_ensure_target_device" not in m.__dict__  # the training step's placement is back

@@ -148,7 +148,24 @@ def bytes_per_token(hidden: int, keep: str, ivsb: bool) -> dict[str, int]:
     return {"text": 2 * hidden * 2, "visual": hidden * 2 if ivsb else 0}
 
 
-def precompute_features(module, batches, out_dir: str | Path, progress: bool = True, keep: str = "all") -> int:
+class _TargetStays:
+    """While active, ``module.target_features`` runs the target where it is instead of first moving it to the
+    draft's device (what a training step wants): a cache build needs no draft, and a module never placed by a
+    Trainer keeps its draft on the CPU while its target was loaded on the GPU, so following the draft would run a
+    7B forward on the CPU (minutes an example)."""
+
+    def __init__(self, module):
+        self.module = module
+
+    def __enter__(self):
+        object.__setattr__(self.module, "_ensure_target_device", lambda: None)
+
+    def __exit__(self, *exc):
+        self.module.__dict__.pop("_ensure_target_device", None)
+
+
+def precompute_features(module, batches, out_dir: str | Path, progress: bool = True, keep: str = "all",
+                        device: str | torch.device | None = None) -> int:
     """Write the target features of every example in ``batches`` to ``out_dir``.
 
     Args:
@@ -158,13 +175,12 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
         out_dir: the cache folder.
         progress: show a progress bar.
         keep: "all" (every position) or "read" (only what training reads; see the module docstring).
+        device: where the target runs (it is moved there first); ``None``: where it already is, wherever the
+            module's draft sits.
 
     Returns:
         The number of examples written (existing ones are skipped).
     """
-    from safetensors.torch import save_file
-    from tqdm.auto import tqdm
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     remove_temps(out, _TEMP)
@@ -184,7 +200,21 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
     # names its target; the marker is absent until every example of this run is on disk.
     _write_json(out / PARTIAL, man)
     (out / MANIFEST).unlink(missing_ok=True)
-    module._ensure_target_device()
+    if device is not None and module.target.device != torch.device(device):
+        module.target.model.to(device)
+    log.info("feature cache: the target runs on %s", module.target.device)
+    with _TargetStays(module):
+        written = _write_entries(module, batches, out, keep, ivsb, progress)
+    _write_json(out / MANIFEST, man)
+    (out / PARTIAL).unlink()
+    return written
+
+
+def _write_entries(module, batches, out: Path, keep: str, ivsb: bool, progress: bool) -> int:
+    """The loop of :func:`precompute_features`: one safetensors file per example not yet whole on disk."""
+    from safetensors.torch import save_file
+    from tqdm.auto import tqdm
+
     written = 0
     for batch in tqdm(batches, desc="features", disable=not progress):
         keys = sample_keys(batch)
@@ -213,8 +243,6 @@ def precompute_features(module, batches, out_dir: str | Path, progress: bool = T
             with atomic_path(out / f"{keys[b]}.safetensors") as tmp:
                 save_file(tensors, str(tmp))
             written += 1
-    _write_json(out / MANIFEST, man)
-    (out / PARTIAL).unlink()
     return written
 
 

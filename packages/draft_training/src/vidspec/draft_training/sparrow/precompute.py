@@ -44,7 +44,7 @@ def features(target: str = "tiny-qwen2.5-vl", data: str = "", out: str = "", tab
                              shuffle=False, max_train_samples=limit)
     dm.attach(module.input_spec())
     dm.setup("fit")
-    n = precompute_features(module, dm.train_dataloader(), out, keep=keep)
+    n = precompute_features(module, dm.train_dataloader(), out, keep=keep, device=dev)
     print(f"{n} examples written to {out}")
     return 0
 
