@@ -242,6 +242,55 @@ def load_tower_into(vision_tower: nn.Module, path: str | Path, arch: dict | None
     vision_tower.load_state_dict(state, strict=True)
 
 
+def extract_tower(model: str | Path, out: str | Path, layers: int | None = None) -> Path:
+    """Write the vision tower of an exported model (a release folder) as a saved tower that ``vision_init`` loads.
+
+    A draft VLM of the target's family can then start from the target's tower instead of from scratch, as real
+    same-family pairs share a pretrained encoder. ``layers`` keeps only the first blocks (a shallower tower for a
+    smaller draft); the patch embedding and the merger (Qwen2.5-VL) or post-norm (SigLIP) are kept whole, so the
+    draft's ``vision_hidden_size``, ``patch_size`` and (Qwen2.5-VL) language-model width must be the model's.
+
+    Args:
+        model: folder with ``model.safetensors`` (and ``manifest.json``, whose ``arch`` goes into ``tower.json``).
+        out: folder for ``tower.safetensors`` and ``tower.json``.
+        layers: blocks to keep (default: all).
+
+    Returns:
+        ``out``.
+
+    Raises:
+        ConfigError: no weights at ``model``, no vision tower in them, or ``layers`` outside 1..the tower's depth.
+    """
+    import re
+
+    from safetensors.torch import load_file, save_file
+
+    from vidspec.decoding.errors import ConfigError
+
+    src = Path(model) / "model.safetensors"
+    if not src.is_file():
+        raise ConfigError(f"extract_tower: no model.safetensors in {str(model)!r}")
+    state = {k.split(pre, 1)[1]: v for k, v in load_file(str(src)).items()
+             for pre in ("visual.", "vision_tower.") if pre in k}
+    if not state:
+        raise ConfigError(f"extract_tower: {str(model)!r} has no vision tower (no visual. or vision_tower. tensors)")
+    block = re.compile(r"(?:^|\.)(?:blocks|layers)\.(\d+)\.")
+    depth = 1 + max((int(m.group(1)) for k in state if (m := block.search(k))), default=-1)
+    keep = depth if layers is None else layers
+    if not 1 <= keep <= depth:
+        raise ConfigError(f"extract_tower: layers must be in 1..{depth} (the tower's depth), got {layers}")
+    kept = {k: v.float().contiguous() for k, v in state.items() if not (m := block.search(k)) or int(m.group(1)) < keep}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(kept, str(out / TOWER_FILE))
+    manifest = Path(model) / "manifest.json"
+    arch = dict(json.loads(manifest.read_text()).get("arch") or {}) if manifest.is_file() else {}
+    arch["vision_layers"] = keep
+    (out / TOWER_CONFIG).write_text(json.dumps({"arch": arch, "metrics": {}, "extracted_from": Path(model).name,
+                                                "layers_kept": keep, "layers_of_source": depth}, indent=1))
+    return out
+
+
 def load_scenes(path: str | Path) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], tuple[int, int, int]]:
     """A scene file: ``first`` and ``last`` frames, ``(N, 3, H, W)`` uint8 (``(N, 2, 3, H, W)``: frame pairs, for a
     Qwen2.5-VL tower), ``labels`` ``(N, 3)`` int64 (shape, colour, motion class), and in its metadata ``classes``
@@ -270,8 +319,11 @@ def pretrain_tower(train: str = "", test: str = "", out: str = "", family: str =
                    vision_hidden_size: int = 128, vision_layers: int = 4, vision_heads: int = 4, patch_size: int = 8,
                    lm_hidden: int = 192, vision_init_std: float | None = None, steps: int = 8000, lr: float = 5e-4,
                    batch: int = 128, warmup: int = 100, every: int = 1000, device: str = "auto",
-                   init: str | None = None) -> int:
-    """Pretrain a testbed vision tower on a scene file and save it (``vidspec tower-pretrain``).
+                   init: str | None = None, extract_from: str | None = None, keep_layers: int | None = None) -> int:
+    """Pretrain a testbed vision tower on a scene file and save it (``vidspec tower-pretrain``); or, with
+    ``extract_from``, save an exported model's tower without training (:func:`extract_tower`)::
+
+        vidspec tower-pretrain --extract-from data/releases/qwen2.5-vl/synthvid-target --keep-layers 1 --out TOWER
 
     Args:
         train: scene file to train on (:func:`load_scenes`).
@@ -292,9 +344,17 @@ def pretrain_tower(train: str = "", test: str = "", out: str = "", family: str =
         every: held-out evaluation period in steps.
         device: "auto", "cpu", "cuda", ...
         init: start from a trained tower or an exported target (:func:`warm_start_tower`).
+        extract_from: an exported model (release folder) whose tower is written to ``out``; nothing is trained.
+        keep_layers: with ``extract_from``: keep only the tower's first blocks (default: all).
     """
     from vidspec.decoding.errors import ConfigError
 
+    if extract_from:
+        if not out:
+            raise ConfigError("--out is required")
+        extract_tower(extract_from, out, keep_layers)
+        print(f"tower of {extract_from} saved to {out}", flush=True)
+        return 0
     if not train or not test or not out:
         raise ConfigError("--train, --test and --out are required")
     train_set, classes = load_scenes(train)
