@@ -80,6 +80,31 @@ def test_sparrow_long_video_smoke(tmp_path):
     assert "sparrow" in text and "8" in text and "16" in text
 
 
+def test_pair_projection_smoke(tmp_path):
+    """The paper-pair projection at CPU size: every K of the cost table is measured, every recorded chain method is
+    projected with the recorded tau, and tree methods are listed as not projected."""
+    records = BENCH / "results" / "replay_7b_input_captions_h200.records.jsonl.gz"
+    _run("pair_projection_gpu.py", "--smoke", "--device", "cpu", "--records", str(records), "--ks", "4,16",
+         "--sparrow-ks", "16", "--limit", "4", "--out", str(tmp_path))
+    doc = json.loads((tmp_path / "pair_projection_smoke.json").read_text())
+    _has_machine_info(doc)
+    assert "PROJECTION" in doc["projection_note"] and doc["formula"]
+    for ctx in ("long", "short"):
+        assert set(doc["costs"]["target"]["contexts"][ctx]["verify_ms"]) == {"5", "17"}
+        assert set(doc["costs"]["draft"]["contexts"][ctx]["round_ms"]["2"]) == {"1", "4", "16"}
+    groups = {g["method"]: g for g in doc["projection"]["groups"]}
+    assert {"sd", "lvspec-pst", "fly", "sparrow"} <= set(groups)
+    assert any(n["method"] == "tree-sparrow" for n in doc["projection"]["not_projected"])
+    import gzip
+
+    rows = [json.loads(x) for x in gzip.decompress(records.read_bytes()).decode().splitlines()]
+    for method in ("sd", "sparrow"):
+        recs = [r for r in rows if r["method"] == method][:4]
+        tau = sum(r["accepted"] + r["target_passes"] for r in recs) / sum(r["target_passes"] for r in recs)
+        for p in groups[method]["projection"].values():
+            assert p["tau"] == pytest.approx(tau) and p["dsr"] > 0 and 0 < p["draft_share"] < 1
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_engine_gpu_quick(tmp_path):
