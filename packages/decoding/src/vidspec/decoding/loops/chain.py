@@ -35,6 +35,7 @@ from vidspec.decoding.types import (
     VerifyContext,
 )
 from vidspec.decoding.verifiers.strict import StrictVerifier, sample_token
+from vidspec.decoding.verifiers.switch import LooseSwitch
 
 
 def _sync(device: torch.device) -> None:
@@ -124,42 +125,56 @@ DEFAULT_DRAFT_COST = 0.15
 
 @dataclass
 class AdaptiveDraftPolicy:
-    """Per-request draft length: shrink K, and stop drafting, when acceptance no longer pays.
+    """Per-request draft length: shrink K when acceptance no longer pays, grow it back when it returns,
+    and stop drafting when even one draft token does not pay.
 
-    The rule, in units of one target verify step: a round that drafts ``k`` tokens costs about
-    ``1 + k * c`` (``c``: one draft token's time over one verify step's, :attr:`draft_cost`) and
-    emits ``1 + a`` tokens (``a`` accepted drafts), where plain decoding emits one token per unit.
-    Drafting ``k`` pays while ``a > k * c``. The policy keeps ``ema``, an exponential moving average of
-    the accepted drafts per round (weight :attr:`alpha` for the newest round; the request's first
-    round sets it), and after each drafting round, from the :attr:`min_rounds`-th on:
+    The model, in units of one target verify step: a round that drafts ``k`` tokens costs about
+    ``1 + k * c`` (``c``: one draft token's time over one verify step's, :attr:`draft_cost`). The
+    policy estimates ``p``, the chance that the verifier accepts a draft token given that it accepted
+    the ones before it, from every round whatever its K: a round that accepts ``a`` of ``k`` drafts
+    tried ``a + 1`` positions (``k`` when all were accepted) and passed ``a``; ``p`` is the ratio of
+    exponential moving averages of passes and tries (weight :attr:`alpha` for the newest round). They
+    start from a prior worth :attr:`prior_tries` tried positions accepted with chance :attr:`prior`: a
+    request's first rounds are often its hardest (a caption's opening words), and without the prior two
+    rejected rounds at the start shrank K in most requests of the CPU testbed. Because ``p`` does not
+    depend on the K that measured it, a shrunk K sees acceptance come back and grows again (a policy
+    that looked at accepted drafts per round could not: at a small K that count is capped by K
+    itself). After each drafting round, from the :attr:`min_rounds`-th on:
 
-    - ``ema <= k * c``: halve ``k``; at 0 drafting stops for the rest of the request (the drafter is
-      not called again until the next request, so a never-accepted draft leaves plain decoding's
-      cost plus a few rounds);
-    - ``ema >= grow * k`` (nearly every draft accepted) and ``k < K``: double ``k`` (at most K).
+    - ``p + p**2 + ... + p**k <= k * c`` (the round's expected accepted drafts do not pay for its
+      draft tokens): halve ``k``; at 0 drafting stops for the rest of the request (the drafter is not
+      called again until the next request, so a never-accepted draft leaves plain decoding's cost plus
+      a few rounds: at K 4 and ``c`` 0.15, K 4 -> 2 -> 1 -> 0 over six rounds, 17 draft tokens);
+    - else ``p ** (k + 1) > c`` (one more draft token would be accepted often enough to pay for
+      itself) and ``k < K``: double ``k`` (at most K).
 
-    ``c`` is :attr:`draft_cost` when given (``build_decoder`` gives the config's fixed figure, so the
-    choices depend on acceptance alone and runs repeat exactly); None measures it from the rounds
-    timed on the host (``draft_s / drafted`` over ``verify_s``, the same EMA), :data:`DEFAULT_DRAFT_COST`
-    until then. The verifier decides as before, so lossless methods stay token-identical to AR whatever K
-    a round uses; a loose method's output can change with K. :meth:`record` reports what happened.
+    After a change, one round runs at the new K before the next. ``c`` is :attr:`draft_cost` when
+    given (``build_decoder`` gives the config's fixed figure, so the choices depend on acceptance
+    alone and runs repeat exactly); None measures it from the rounds timed on the host
+    (``draft_s / drafted`` over ``verify_s``, the same EMA), :data:`DEFAULT_DRAFT_COST` until then.
+    The verifier decides as before, so lossless methods stay token-identical to AR whatever K a round
+    uses; a loose method's output can change with K. :meth:`record` reports what happened.
 
     Attributes:
         draft_cost: fixed cost ratio ``c`` (None: measured).
         alpha: EMA weight of the newest round.
-        grow: share of ``k`` the EMA must reach for ``k`` to double.
         min_rounds: drafting rounds observed before ``k`` may change.
+        prior: the acceptance chance ``p`` starts from (0.8: a request starts out trusting its draft).
+        prior_tries: the prior's weight in tried positions (0: the first round alone sets ``p``).
     """
 
     draft_cost: float | None = None
-    alpha: float = 0.5
-    grow: float = 0.8
+    alpha: float = 0.25
     min_rounds: int = 2
+    prior: float = 0.8
+    prior_tries: float = 1.0
 
     def start(self, k_max: int) -> None:
         """A new request that drafts at most ``k_max`` tokens per round."""
         self.k_max = self.k = k_max
-        self.ema: float | None = None
+        self.ema: float | None = None  # accepted drafts per round
+        self.passed = self.prior * self.prior_tries  # accepted draft positions per round (EMA)
+        self.tried = self.prior_tries  # draft positions the verifier reached per round (EMA)
         self.cost: float | None = self.draft_cost
         self.rounds = 0
         self.history: list[list[int]] = [[0, k_max]]  # [tokens emitted when k changed, new k]
@@ -169,6 +184,14 @@ class AdaptiveDraftPolicy:
     def cost_ratio(self) -> float:
         """The ``c`` in use (given, measured, or the default)."""
         return DEFAULT_DRAFT_COST if self.cost is None else self.cost
+
+    @property
+    def accept_rate(self) -> float:
+        """``p``: the estimated chance that a draft token is accepted after its predecessors were."""
+        return self.passed / self.tried if self.tried > 0 else self.prior
+
+    def _ema(self, old: float | None, new: float) -> float:
+        return new if old is None else self.alpha * new + (1 - self.alpha) * old
 
     def update(self, drafted: int, accepted: int, emitted: int, draft_s: float | None, verify_s: float) -> int:
         """Account one round (``draft_s`` None: a device round, not split) and return the next round's K.
@@ -180,18 +203,20 @@ class AdaptiveDraftPolicy:
         """
         if drafted <= 0 or self.k == 0:
             return self.k
-        a = float(accepted)
-        self.ema = a if self.ema is None else self.alpha * a + (1 - self.alpha) * self.ema
+        a = min(int(accepted), drafted)
+        self.ema = self._ema(self.ema, float(a))
+        self.passed = self._ema(self.passed, float(a))
+        self.tried = self._ema(self.tried, float(a + 1 if a < drafted else drafted))
         if self.draft_cost is None and draft_s is not None and verify_s > 0:
-            c = (draft_s / drafted) / verify_s
-            self.cost = c if self.cost is None else self.alpha * c + (1 - self.alpha) * self.cost
+            self.cost = self._ema(self.cost, (draft_s / drafted) / verify_s)
         self.rounds += 1
         if self.rounds < self.min_rounds:
             return self.k
-        k = self.k
-        if self.ema <= k * self.cost_ratio:
+        p, c, k = self.accept_rate, self.cost_ratio, self.k
+        expected = sum(p ** i for i in range(1, k + 1))  # accepted drafts per round at K = k
+        if expected <= k * c:
             k //= 2
-        elif self.ema >= self.grow * k and k < self.k_max:
+        elif k < self.k_max and p ** (k + 1) > c:
             k = min(2 * k, self.k_max)
         if k != self.k:
             self.k = k
@@ -204,9 +229,11 @@ class AdaptiveDraftPolicy:
     def record(self) -> dict:
         """What the policy did in the request: ``k_history`` (``[tokens emitted, K from then on]`` pairs,
         the first at 0), ``drafting_stopped_at`` (tokens emitted when drafting stopped, or None),
-        ``accepted_ema`` and ``draft_cost`` (the ``c`` it ended with)."""
+        ``accepted_ema`` (the moving average of accepted drafts per round), ``accept_rate`` (``p``) and
+        ``draft_cost`` (the ``c`` it ended with)."""
         return {"k_history": [list(h) for h in self.history], "drafting_stopped_at": self.stopped_at,
                 "accepted_ema": None if self.ema is None else round(self.ema, 4),
+                "accept_rate": round(self.accept_rate, 4),
                 "draft_cost": round(self.cost_ratio, 4)}
 
 
@@ -244,15 +271,25 @@ class SpeculativeDecoder:
             host time of the draft's launch and ``verify_s`` includes the draft's device time).
         adaptive: an :class:`AdaptiveDraftPolicy` choosing each round's K from the request's own
             acceptance (None: always K). What it did in the last request is :attr:`last_adaptation`.
+        loose_switch: for a loose verifier, a :class:`~vidspec.decoding.verifiers.switch.LooseSwitch` that
+            verifies strictly for the rest of a request once the loose rule has accepted nothing beyond
+            strict for several rounds (so where it cannot pay it costs no more than strict); by default
+            one with the default patience when ``adaptive`` is given, else none. What it did is in
+            :attr:`last_adaptation`.
         engine: the engine the parts run on ("eager" or "fast"), for records.
     """
 
     def __init__(self, target: TargetModel, drafter: Drafter | None = None, verifier: Verifier | None = None,
                  k: int = 4, method: str | None = None, device_rounds: bool = True,
-                 adaptive: AdaptiveDraftPolicy | None = None, engine: str | None = None):
+                 adaptive: AdaptiveDraftPolicy | None = None, engine: str | None = None,
+                 loose_switch: LooseSwitch | bool | None = None):
         self.target = target
         self.device_rounds = device_rounds
         self.adaptive = adaptive
+        if loose_switch is None or loose_switch is True:
+            loose_switch = LooseSwitch() if (adaptive is not None or loose_switch is True) else None
+        self.loose_switch: LooseSwitch | None = loose_switch or None
+        self._switched = False  # whether the switch watched the last request
         self.engine = engine or ("fast" if callable(getattr(target, "verify_device", None)) else "eager")
         self._adapted = False  # whether the policy ran in the last request
         self.drafter = drafter or NoDrafter()
@@ -277,7 +314,10 @@ class SpeculativeDecoder:
     def last_adaptation(self) -> dict | None:
         """What the adaptive policy did in the last request (:meth:`AdaptiveDraftPolicy.record`; None when
         no policy ran: AR, no policy, or the request ended at its first token)."""
-        return self.adaptive.record() if self._adapted and self.adaptive is not None else None
+        record = self.adaptive.record() if self._adapted and self.adaptive is not None else None
+        if self._switched and self.loose_switch is not None:
+            record = {**(record or {}), **self.loose_switch.record()}
+        return record
 
     def _generator(self, max_new_tokens: int, temperature: float, top_p: float,
                    seed: int | None) -> torch.Generator | None:
@@ -332,7 +372,7 @@ class SpeculativeDecoder:
         need_verify = frozenset(drafter.need | verifier.need)
         need_prefill = need_verify | ({"visual"} if "mid" in verifier.need else frozenset())
 
-        self._adapted = False
+        self._adapted = self._switched = False
         _sync(device)
         t0 = time.perf_counter()
         state = target.prefill(request, need_prefill)
@@ -365,6 +405,11 @@ class SpeculativeDecoder:
         if policy is not None:
             policy.start(self.k)
         k_now = self.k  # the policy's K (0 once drafting stopped for this request)
+        # A loose verifier is watched: once its rule stops paying, the request verifies strictly.
+        switch = self.loose_switch if self.k > 0 and not isinstance(verifier, StrictVerifier) else None
+        self._switched = switch is not None
+        if switch is not None:
+            switch.start()
 
         def next_round(emitted: int):
             """The next round's K (a round emits at most K + 1: never draft past the budget) and, for a
@@ -392,6 +437,13 @@ class SpeculativeDecoder:
                 out = target.verify(state, [x_last, *proposal.tokens], need_verify)
             decision: Decision = verifier.verify(proposal, out, ctx)
             n = decision.n_accepted
+            if switch is not None and switch.update(len(proposal.tokens), decision, emitted + n + 1):
+                # From the next round on: strict verification, no loose rule in the target's verify step
+                # and none of the rule's inputs (hidden states for relevance) asked for.
+                verifier = StrictVerifier()
+                need_verify = frozenset(drafter.need)
+                if set_loose is not None:
+                    set_loose(None)
             # The cache covers x_last + d_1..d_K; keep x_last + d_1..d_n (next_token is not in it).
             target.rollback(state, state.length - len(proposal.tokens) + n)
             if k_now > 0 or policy is None:
