@@ -27,8 +27,9 @@ def test_loose_relaxes_and_counts(tiny, clip, name):
     req = Request("Describe the video.", clip)
     sd = build_decoder("sd", target=tiny(name), draft=tiny(name + "-draft"), k=4).generate(req, max_new_tokens=32)
     lv = build_decoder("lvspec", target=tiny(name), draft=tiny(name + "-draft"), k=4,
-                       loose={"lam": 0.9}).generate(req, max_new_tokens=32)
-    # random tiny models disagree almost everywhere, so relaxation must show up
+                       loose={"lam": 0.9, "predicate": "always"}).generate(req, max_new_tokens=32)
+    # random tiny models disagree almost everywhere, so relaxation must show up (with the paper's predicate:
+    # the default probability gate rarely opens on random weights)
     assert lv.loose_accepted > 0
     assert lv.tau > sd.tau
     assert sum(s.loose_accepted for s in lv.steps) == lv.loose_accepted

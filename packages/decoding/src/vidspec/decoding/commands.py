@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from vidspec.decoding.cli import normalize_flags
-from vidspec.decoding.config import DecodeConfig
+from vidspec.decoding.config import LOOSE_HELP, DecodeConfig, apply_loose_preset
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.methods import build_decoder, get_method
 from vidspec.decoding.prompts import check_prompts
@@ -291,7 +291,9 @@ def generate_main(argv: list[str]) -> int:
     parser = ArgumentParser(prog="vidspec generate", description=description, exit_on_error=True)
     parser.add_function_arguments(generate, as_positional=False, skip={"decode"})
     parser.add_class_arguments(DecodeConfig, nested_key=None, instantiate=False)
+    parser.add_argument("--loose", type=str | None, default=None, help=LOOSE_HELP)
     cfg = parser.parse_args(argv)
     options = {k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"}
+    options = apply_loose_preset(options, options.pop("loose", None), argv)
     decode, rest = DecodeConfig.split(options)
     return generate(**rest, decode=decode)

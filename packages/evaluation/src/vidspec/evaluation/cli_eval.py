@@ -21,7 +21,7 @@ import dataclasses
 from collections.abc import Callable
 
 from vidspec.decoding.cli import normalize_flags, one_line
-from vidspec.decoding.config import DecodeConfig
+from vidspec.decoding.config import LOOSE_HELP, DecodeConfig, apply_loose_preset
 from vidspec.decoding.errors import ConfigError, VidspecError
 from vidspec.decoding.methods import METHODS, method_names
 from vidspec.evaluation.eval_ci import CI_MAX_NEW_TOKENS, CI_VIDEOS
@@ -224,6 +224,7 @@ def _parse_and_call(fn: Callable[..., int], prog: str, argv: list[str], position
         raise ConfigError(one_line(str(e))) from None
     options = {k: v for k, v in vars(cfg).items() if not k.startswith("_") and k != "config"}
     if _takes_decode(fn):
+        options = apply_loose_preset(options, options.pop("loose", None), normalize_flags(argv))
         decode, options = DecodeConfig.split(options)
         options["decode"] = decode
     return fn(**options)
@@ -234,6 +235,7 @@ def _add_arguments(parser, fn: Callable[..., int], as_positional: bool = False) 
     if _takes_decode(fn):
         parser.add_function_arguments(fn, as_positional=as_positional, skip={"decode"})
         parser.add_class_arguments(DecodeConfig, nested_key=None, instantiate=False)
+        parser.add_argument("--loose", type=str | None, default=None, help=LOOSE_HELP)
     else:
         parser.add_function_arguments(fn, as_positional=as_positional)
 

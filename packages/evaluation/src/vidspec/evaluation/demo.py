@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vidspec.decoding.config import DecodeConfig
+from vidspec.decoding.config import DEFAULT_LOOSE, PAPER_LOOSE, DecodeConfig
 from vidspec.decoding.errors import ConfigError, VidspecError
 
 #: Where committed releases live, and the recipes that retrain them (``--train``).
@@ -34,12 +34,10 @@ TRAIN_RECIPES = {
     "sparrow": "configs/train/sparrow-synthvid-cpu.yaml",
 }
 TINY_TARGET = "tiny-qwen2.5-vl"
-#: The loose methods' rule in the demo: the probability gate of the GPU runs (λ 1, a loose mismatch kept where the
-#: target gives the draft's token p >= 0.3), which kept every fact on the H200 captions, where LVSpec's own rule
-#: combined with Sparrow lost about a fifth of them on the CPU testbed (docs/results.md); ``paper_rule`` runs
-#: LVSpec's own (λ 0.7 by relevance, every loose mismatch accepted) instead.
-DEMO_LOOSE = {"lam": 1.0, "predicate": "prob", "eps": 0.3}
-PAPER_LOOSE = {"lam": 0.7, "predicate": "always"}
+#: The loose methods' rules in the demo: DecodeConfig's defaults (λ 1, a loose mismatch kept where the target
+#: gives the draft's token p >= 0.3), or with ``paper_rule`` LVSpec's own (λ 0.7 by relevance, every loose
+#: mismatch accepted); both come from vidspec.decoding.config, the one place they are defined.
+DEMO_LOOSE = DEFAULT_LOOSE
 TINY_DRAFT = "tiny-qwen2.5-vl-draft"
 
 
@@ -266,8 +264,8 @@ def run_demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, d
     methods = available_methods(choice)
     loose = PAPER_LOOSE if paper_rule else DEMO_LOOSE
     print("  loose methods: " + ("LVSpec's own rule (lam 0.7 by relevance, every loose mismatch accepted)" if paper_rule
-                                 else "the probability gate of the GPU headline (lam 1, a mismatch kept where the "
-                                      "target gives the draft's token p >= 0.3); --paper_rule for LVSpec's own"))
+                                 else "the defaults, a probability gate (lam 1, a mismatch kept where the target "
+                                      "gives the draft's token p >= 0.3); --paper_rule for LVSpec's own"))
     cfg = EvalConfig(benchmark="synthvid_captions", data=str(data), out=str(out_dir / "eval"), limit=limit,
                      target=choice.target, draft=choice.draft, sparrow=choice.sparrow, methods=methods,
                      max_new_tokens=max_new_tokens, progress=progress, decode=DecodeConfig(**loose))
