@@ -22,9 +22,22 @@ token-identical to AR, MCQ accuracy (ar and each method on the same questions), 
 method excluded) and ESR (wall clock incl. prefill), and the relevance share: seconds inside the
 relevance scorer's ``score`` (timed separately) / decode seconds.
 
+``--sweep`` runs instead the side by side of one draft VLM / target pair through ``vidspec eval`` (in process, the
+models loaded once per input set): for every K of ``--k`` (e.g. ``4,6,8,12,16``) and every input set (``--data`` at
+``--frames``, and ``--long-data`` at ``--long-frames``), ar, strict sd, lvspec under the paper's rule, lvspec-pst
+(the paper's rule and PST), fly, and lvspec under the probability gate (named ``lvspec-prob``), every loose knob
+given explicitly (:data:`PAPER`, :data:`PROB`) so that a change of the package defaults does not change the
+figures; then the same on the MCQs (``synthvid_mcq``). It writes the tables (τ, DSR, ESR, fact-F1 and MCQ retention,
+acceptance per draft position) to ``--out``, the per-position acceptance plot beside it (and to ``--img``), and the
+eval records of the caption runs at the K of ``--records-k`` to ``--records`` files (gzip JSONL, one per input set;
+``method`` as in the tables, ``input_set`` and ``setting`` added), which a projection to other model costs replays.
+``--contrast-draft`` runs a second draft at ``--contrast-k`` the same way. The eval run folders (``--runs``) make it
+resumable: the same command continues where a killed one stopped.
+
 Usage::
 
     .venv/bin/python benchmarks/loose_ablation.py     # ~5 min on 2 CPU cores
+    .venv/bin/python benchmarks/loose_ablation.py --sweep --k 4,8 --limit 2 --mcq-limit 2 --out runs/pair_smoke.json
     .venv/bin/python benchmarks/loose_ablation.py --scorers attention --limit 2 --mcq-limit 2 --out runs/loose_ablation_smoke.json
 """
 
@@ -39,6 +52,20 @@ from vidspec.evaluation.runner import git_info, machine_info
 from vidspec.evaluation.testbed.figures import caption_rows
 
 LAMS = (0.3, 0.5, 0.7, 0.9)
+#: --sweep: LVSpec's own rule (λ 0.7 of the draft positions, the least visually relevant by the top-10 cosine score of
+#: the middle layer, are loose, and every loose mismatch passes), with vidspec's strict negations and numbers
+#: (protect) and PST's window of 3; each knob named, so that the package's defaults do not decide.
+PAPER = {"lam": 0.7, "predicate": "always", "eps": 0.01, "top_k": 5, "top_n": 10, "scorer": "cosine",
+         "relevance_layer": None, "pst_window": 3, "protect": True, "engine": "eager"}
+#: --sweep: the probability gate (every position loose, a mismatch kept where the target gives the draft's token
+#: probability >= eps; the relevance score then decides nothing), as `vidspec demo` ran it.
+PROB = {**PAPER, "lam": 1.0, "predicate": "prob", "eps": 0.3}
+#: --sweep: (setting, eval methods, decode knobs, how each method is named in the tables)
+SETTINGS = (("paper", ("sd", "lvspec", "lvspec-pst", "fly"), PAPER, {}),
+            ("prob", ("lvspec",), PROB, {"lvspec": "lvspec-prob"}))
+#: --sweep: what the LVSpec paper reports for its Qwen2.5-VL-32B pair (greedy; docs/algorithms.md), for the docs
+PAPER_FIGURES = {"lvspec_speedup_qwen32b": 2.70, "lvspec_speedup_llava_ov_72b": 2.94, "lvspec_tau": 7.76,
+                 "strict_sd_tau": 3.28, "retention": 0.998}
 SCORERS = ("cosine", "probe", "attention")
 #: method-name tag of each scorer's LVSpec variants
 TAGS = {"cosine": "", "probe": "[probe]", "attention": "[attn]"}
@@ -111,6 +138,175 @@ def interp(x: float, xs: list[float], ys: list[float]) -> float | None:
     return None
 
 
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        vals = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        vals = []
+    if not vals or min(vals) < 1:
+        raise SystemExit(f"error: {flag} takes positive integers separated by commas, got {text!r}")
+    return vals
+
+
+def count_parameters(release: str) -> int | None:
+    """A release's parameter count from its manifest (None when it has none), tower and embeddings included."""
+    manifest = Path(release) / "manifest.json"
+    return json.loads(manifest.read_text()).get("parameters") if manifest.is_file() else None
+
+
+def pair_row(m: dict, mcq: dict | None, ar_mcq: dict | None) -> dict:
+    """One method's figures of a sweep cell from the caption and MCQ summaries of ``vidspec eval``."""
+    acc = mcq.get("accuracy") if mcq else None
+    ar_acc = ar_mcq.get("accuracy") if ar_mcq else None
+    return {
+        "tau": m["tau"], "dsr": m["dsr"], "esr": m["esr"], "f1": m["score"], "f1_retention": m["retention"],
+        "fact_precision": m["fact_precision"], "fact_recall": m["fact_recall"],
+        "mcq_accuracy": acc, "mcq_retention": acc / ar_acc if acc is not None and ar_acc else None,
+        "acceptance_by_position": [round(x, 4) for x in m["acceptance_by_position"]],
+        "token_identical_share": m["token_identical_share"], "loose_accepted": m["loose_accepted"],
+        "shift_accepted": m["shift_accepted"], "mean_new_tokens": m["mean_new_tokens"], "n": m["n_samples"],
+        "mcq_n": mcq.get("n_samples") if mcq else None,
+        "draft_ms_per_round": m["draft_ms_per_round"], "verify_ms_per_round": m["verify_ms_per_round"],
+    }
+
+
+def sweep_cell(models, base: dict, k: int, run_dir: Path, reads, mcq_limit: int) -> tuple[dict, list[dict]]:
+    """Every setting of :data:`SETTINGS` at one K on one input set, captions then MCQs (``vidspec eval`` runs in
+    process, sharing ``models`` and the clips in ``reads``). Returns the table rows by method and the caption
+    records (methods renamed as in the tables, ``setting`` added)."""
+    from vidspec.evaluation.runner import EvalConfig, run_eval
+
+    rows, records = {}, []
+    for setting, methods, knobs, names in SETTINGS:
+        out = {}
+        for bench, limit in (("synthvid_captions", base["limit"]), ("synthvid_mcq", mcq_limit)):
+            cfg = EvalConfig.from_flags(**{**base, "limit": limit}, benchmark=bench, methods=",".join(methods), k=k,
+                                        out=str(run_dir / f"k{k}-{setting}-{bench}"), device="cpu",
+                                        share_video=True, progress=False, **knobs)
+            out[bench] = run_eval(cfg, models=models, reads=reads)["methods"]
+        caps, mcqs = out["synthvid_captions"], out["synthvid_mcq"]
+        for m in ("ar", *methods):
+            if m == "ar" and setting != "paper":
+                continue  # the AR of the first setting stands for it (greedy: the same tokens)
+            rows[names.get(m, m)] = pair_row(caps[m], mcqs.get(m), mcqs.get("ar"))
+        for line in (run_dir / f"k{k}-{setting}-synthvid_captions" / "records.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            if r["method"] == "ar" and setting != "paper":
+                continue
+            r["method"], r["setting"] = names.get(r["method"], r["method"]), setting
+            records.append(r)
+    return rows, records
+
+
+def plot_acceptance(results: dict, k: int, path: Path) -> None:
+    """Per-position acceptance by method at one K, one panel per input set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = [s for s in results if str(k) in results[s]]
+    fig, axes = plt.subplots(1, len(sets), figsize=(5.2 * len(sets), 3.8), squeeze=False, sharey=True)
+    for ax, s in zip(axes[0], sets):
+        for m, row in results[s][str(k)].items():
+            acc = row["acceptance_by_position"]
+            if acc:
+                ax.plot(range(1, len(acc) + 1), acc, marker="o", ms=3, label=f"{m} (τ {row['tau']:.2f})")
+        ax.set_title(f"{s} inputs, K = {k}")
+        ax.set_xlabel("draft position")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("acceptance rate (rounds reaching the position)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def sweep(args) -> None:
+    """``--sweep``: the pair's side by side over K and input lengths (module docstring)."""
+    import gzip
+    import shutil
+
+    from vidspec.evaluation.runner import EvalConfig, SharedReads, load_models
+
+    t_start = time.perf_counter()
+    ks = _ints(args.k, "--k")
+    records_k = set(_ints(args.records_k, "--records-k")) if args.records_k else set()
+    sets = [("clip", args.data, args.frames)] + ([("long", args.long_data, args.long_frames)] if args.long_data else [])
+    for name, data, _ in sets:
+        if not Path(data).is_dir():
+            raise SystemExit(f"error: no dataset folder {data} (the {name} input set; make it with vidspec data synthvid)")
+    runs = Path(args.runs)
+    results: dict = {}
+    contrast: dict = {}
+    seconds: dict = {}
+    record_files = {}
+    for name, data, frames in sets:
+        t0 = time.perf_counter()
+        base = dict(data=data, split=args.split, target=args.target, draft=args.draft, frames=frames,
+                    max_new_tokens=args.max_new_tokens, limit=args.limit)
+        probe = EvalConfig.from_flags(**base, benchmark="synthvid_captions", out=str(runs / "probe"),
+                                      methods="sd", device="cpu")
+        models = load_models(probe, frames)
+        reads = SharedReads(True, keep_all=True)
+        results[name], recs = {}, []
+        for k in ks:
+            results[name][str(k)], cell = sweep_cell(models, base, k, runs / name, reads, args.mcq_limit)
+            recs += [{**r, "input_set": name} for r in cell if k in records_k]
+            print(f"{name} K={k}: " + ", ".join(f"{m} τ {r['tau']:.2f} F1-ret {r['f1_retention'] or 0:.2f}"
+                                                for m, r in results[name][str(k)].items()), flush=True)
+        if recs and args.records:
+            f = Path(f"{args.records}_{name}_cpu.jsonl.gz")
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_bytes(gzip.compress(("\n".join(json.dumps(r, ensure_ascii=False) for r in recs) + "\n").encode(),
+                                        mtime=0))
+            record_files[name] = {"path": str(f), "k": sorted(records_k & set(ks)), "records": len(recs),
+                                  "bytes": f.stat().st_size}
+        if args.contrast_draft:
+            cmodels = load_models(EvalConfig.from_flags(**{**base, "draft": args.contrast_draft},
+                                                        benchmark="synthvid_captions", out=str(runs / "probe"),
+                                                        methods="sd", device="cpu"), frames)
+            contrast[name], _ = sweep_cell(cmodels, {**base, "draft": args.contrast_draft}, args.contrast_k,
+                                           runs / f"{name}-contrast", reads, args.mcq_limit)
+        seconds[name] = time.perf_counter() - t0
+
+    out = Path(args.out)
+    img = out.with_name(out.stem + f"_acceptance_k{args.plot_k}.png")
+    if str(args.plot_k) in next(iter(results.values())):
+        plot_acceptance(results, args.plot_k, img)
+        if args.img:
+            Path(args.img).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(img, args.img)
+    tp, dp = count_parameters(args.target), count_parameters(args.draft)
+    report = {
+        "benchmark": "lvspec_pair",
+        "command": "python benchmarks/loose_ablation.py --sweep " + " ".join(
+            f"--{k_.replace('_', '-')} {v}" for k_, v in vars(args).items() if k_ != "sweep" and v not in (None, "")),
+        "machine": machine_info(), "git": git_info(),
+        "target": {"path": args.target, "parameters": tp},
+        "draft": {"path": args.draft, "parameters": dp, "share_of_target": dp / tp if dp and tp else None},
+        "contrast_draft": {"path": args.contrast_draft, "k": args.contrast_k,
+                           "parameters": count_parameters(args.contrast_draft)} if args.contrast_draft else None,
+        "input_sets": {n: {"data": d, "frames": f, "split": args.split} for n, d, f in sets},
+        "captions_limit": args.limit, "mcq_limit": args.mcq_limit, "max_new_tokens": args.max_new_tokens,
+        "k": ks, "greedy": True, "batch": 1, "device": "cpu",
+        "settings": {s: {"methods": [names.get(m, m) for m in methods], "decode": knobs}
+                     for s, methods, knobs, names in SETTINGS},
+        "conventions": "vidspec eval's: tau incl. bonus (AR = 1); DSR = AR decode s / method decode s, prefill "
+                       "excluded, AR of the same run; ESR incl. prefill; f1_retention = fact F1 / AR's on the same "
+                       "captions; mcq_retention = MCQ accuracy / AR's; acceptance_by_position[i] = share of rounds "
+                       "whose draft position i+1 was accepted, of the rounds that drafted it. CPU timings of a "
+                       "shared 2-core machine: DSR and ESR are noisy",
+        "paper_figures": PAPER_FIGURES,
+        "results": results, "contrast": contrast, "records": record_files,
+        "plot": str(img), "seconds": {**seconds, "total": time.perf_counter() - t_start},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {out} (plot {img}) in {report['seconds']['total']:.0f} s")
+
+
 def main() -> None:
     from datasets import load_from_disk
     from safetensors import safe_open
@@ -137,7 +333,18 @@ def main() -> None:
     ap.add_argument("--mcq-limit", type=int, default=30)
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--mcq-new-tokens", type=int, default=8)
-    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--k", default="4", help="draft tokens per round; --sweep: a comma-separated list")
+    ap.add_argument("--sweep", action="store_true", help="the pair's side by side over K and input lengths")
+    ap.add_argument("--frames", type=int, default=8, help="--sweep: frames of the clip-length set")
+    ap.add_argument("--long-data", default="", help="--sweep: the long-input set (SynthVid, e.g. --frames 64)")
+    ap.add_argument("--long-frames", type=int, default=64)
+    ap.add_argument("--contrast-draft", default="", help="--sweep: a second draft VLM, run at --contrast-k")
+    ap.add_argument("--contrast-k", type=int, default=8)
+    ap.add_argument("--records-k", default="8,16", help="--sweep: K whose caption records go to --records")
+    ap.add_argument("--records", default="", help="--sweep: records file prefix (PREFIX_<set>_cpu.jsonl.gz)")
+    ap.add_argument("--runs", default="runs/lvspec_pair", help="--sweep: eval run folders (resumable)")
+    ap.add_argument("--plot-k", type=int, default=16)
+    ap.add_argument("--img", default="", help="--sweep: copy the plot here too")
     ap.add_argument("--scorers", default="cosine,attention",
                     help=f"comma-separated relevance scorers of the LVSpec variants ({', '.join(SCORERS)})")
     ap.add_argument("--auc", default="",
@@ -151,6 +358,10 @@ def main() -> None:
     ap.add_argument("--attention-heads", choices=("mean", "max"), default="mean")
     ap.add_argument("--out", default="benchmarks/results/loose_ablation.json")
     args = ap.parse_args()
+    if args.sweep:
+        sweep(args)
+        return
+    args.k = _ints(args.k, "--k")[0]
     scorers = [x.strip() for x in args.scorers.split(",") if x.strip()]
     unknown = sorted(set(scorers) - set(SCORERS))
     if unknown or not scorers:

@@ -140,6 +140,26 @@ def test_loose_ablation_smoke(tmp_path):
     assert {"ar", "sd", "fly"} <= set(methods) and any(m.startswith("lvspec") for m in methods)
     assert methods["sd"]["identical_to_ar"] == 1.0 and methods["sd"]["loose_accepted_share"] == 0.0
 
+    # --sweep: the Qwen2.5-VL pair through vidspec eval at two K, the records of one K and the acceptance plot
+    qwen = RELEASES / "qwen2.5-vl"
+    sweep, records = tmp_path / "pair.json", tmp_path / "rec"
+    _run("loose_ablation.py", "--sweep", "--data", str(data), "--target", str(qwen / "synthvid-target"),
+         "--draft", str(qwen / "synthvid-draft"), "--k", "4,6", "--records-k", "6", "--plot-k", "6", "--limit", "1",
+         "--mcq-limit", "1", "--max-new-tokens", "12", "--runs", str(tmp_path / "runs"), "--records", str(records),
+         "--out", str(sweep))
+    doc = json.loads(sweep.read_text())
+    _has_machine_info(doc)
+    clip = doc["results"]["clip"]
+    assert set(clip) == {"4", "6"}
+    assert set(clip["6"]) == {"ar", "sd", "lvspec", "lvspec-pst", "fly", "lvspec-prob"}
+    assert clip["6"]["sd"]["f1_retention"] == 1.0 and clip["6"]["sd"]["token_identical_share"] == 1.0
+    assert len(clip["6"]["sd"]["acceptance_by_position"]) <= 6 and doc["settings"]["prob"]["decode"]["eps"] == 0.3
+    import gzip
+
+    recs = [json.loads(x) for x in gzip.decompress(Path(f"{records}_clip_cpu.jsonl.gz").read_bytes()).splitlines()]
+    assert {r["k"] for r in recs if r["method"] != "ar"} == {6} and {r["method"] for r in recs} == set(clip["6"])
+    assert Path(doc["plot"]).is_file()
+
 
 def test_train_7b_smoke(tmp_path):
     """The 7B Sparrow training benchmark at tiny shape on the CPU (DDP only: FSDP needs a GPU): each recipe takes
