@@ -1,5 +1,6 @@
 """Training faults: a truncated checkpoint to resume from is one line (exit 2); a run killed (SIGKILL) at a
-random step resumes to the uninterrupted run's losses bit for bit."""
+random step resumes to the uninterrupted run's losses bit for bit, also in a process with another thread count; the
+checkpoint's numeric settings are restored on resume."""
 
 from __future__ import annotations
 
@@ -39,8 +40,11 @@ def test_resuming_from_a_truncated_checkpoint_is_one_line_exit_2(tmp_path, tiny_
 
 
 def test_a_run_killed_at_a_random_step_resumes_bit_exact(tmp_path, tiny_dataset):
+    """Killed at a random step with 2 intra-op threads, resumed by a process that got 1 (another OMP_NUM_THREADS,
+    a scheduler's CPU set): the checkpoint's thread count is restored, and every loss equals the uninterrupted
+    run's. Without that, the CPU sums of the resumed steps split over another thread count and drift."""
     steps = 8
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "2"}
     exe = [sys.executable, "-m", "vidspec.decoding.cli", "train", "fit", "--config"]
     full = tmp_path / "full"
     subprocess.run([*exe, str(tiny_recipe(full, tiny_dataset, max_steps=steps, every=2, num_workers=1))],
@@ -59,9 +63,54 @@ def test_a_run_killed_at_a_random_step_resumes_bit_exact(tmp_path, tiny_dataset)
         pytest.fail("the run ended before it could be killed")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert subprocess.run([*exe, recipe, "--ckpt_path", "last"], env=env, capture_output=True,
-                          timeout=600).returncode == 0
+    resumed = subprocess.run([*exe, recipe, "--ckpt_path", "last"], env={**env, "OMP_NUM_THREADS": "1"},
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
     want, got = _losses(full), _losses(run)
     assert sorted(got) == sorted(want) == list(range(1, steps + 1))
     assert got == want, f"killed after step {kill_after}: " + ", ".join(
         f"step {s}: {got[s] - want[s]:+.3e}" for s in want if got[s] != want[s])
+    assert "torch_threads set to 2 as the checkpointed run had it (this process started with 1)" in resumed.stderr
+
+
+def test_checkpoint_records_the_thread_count_and_a_resume_restores_it(tmp_path, tiny_dataset, caplog):
+    """In one process: a run saved with 2 intra-op threads, resumed after the count changed to 1, trains its
+    resumed steps with 2 again (and says so); an old checkpoint without the record resumes with a warning."""
+    import torch
+
+    from vidspec.draft_training.callbacks import NUMERICS_KEY
+
+    before = torch.get_num_threads()
+    run = tmp_path / "run"
+    recipe = str(tiny_recipe(run, tiny_dataset, max_steps=4, every=2))
+    seen = []
+    try:
+        torch.set_num_threads(2)
+        assert vidspec(["train", "fit", "--config", recipe, "--trainer.max_steps", "2"]) == 0
+        ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+        assert ckpt[NUMERICS_KEY]["torch_threads"] == 2
+        torch.set_num_threads(1)
+        import vidspec.draft_training.sft as sft
+
+        step = sft.VLMSFTModule.training_step
+
+        def spy(self, *a, **k):
+            seen.append(torch.get_num_threads())
+            return step(self, *a, **k)
+
+        sft.VLMSFTModule.training_step = spy
+        try:
+            with caplog.at_level("WARNING"):
+                assert vidspec(["train", "fit", "--config", recipe, "--ckpt_path", "last"]) == 0
+        finally:
+            sft.VLMSFTModule.training_step = step
+        assert seen == [2, 2], seen
+        assert "torch_threads set to 2" in caplog.text
+        del ckpt[NUMERICS_KEY]  # a checkpoint from before the record
+        torch.save(ckpt, run / "old.ckpt")
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            assert vidspec(["train", "fit", "--config", recipe, "--ckpt_path", str(run / "old.ckpt")]) == 0
+        assert "does not record the run's thread count" in caplog.text
+    finally:
+        torch.set_num_threads(before)

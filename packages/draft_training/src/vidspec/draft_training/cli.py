@@ -19,6 +19,8 @@ a Sparrow distillation module for drafts. Every run also gets
 - ``metrics.jsonl`` in the log dir (per-step training metrics, see :mod:`.callbacks`),
 - a warning when a run ends before its learning-rate schedule does (:class:`~.callbacks.ScheduleCheck`),
 - the resolved config saved as ``config.yaml`` in the log dir and inside each checkpoint,
+- the intra-op thread count and numeric flags saved in each checkpoint and restored on resume, so a resumed run is
+  bit-exact on the CPU whatever thread count its process got (:class:`~.callbacks.PinNumerics`),
 - ``--fail_at_step N``: raise at step N (fault injection for resume tests).
 
 A recipe with an unknown key or a bad value exits with status 2 and one line naming it; so does a
@@ -45,6 +47,7 @@ from vidspec.decoding.errors import ConfigError, VidspecError
 from vidspec.draft_training.callbacks import (
     FailAtStep,
     FinalCheckpoint,
+    PinNumerics,
     ScheduleCheck,
     StepMetrics,
     TextProgress,
@@ -71,7 +74,7 @@ class VidspecTrainCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs):
         trainer = super().instantiate_trainer(**kwargs)
-        extra = [StepMetrics(), ScheduleCheck()]
+        extra = [StepMetrics(), ScheduleCheck(), PinNumerics()]
         if not trainer.progress_bar_callback:  # cluster logs: a plain line every log_every_n_steps
             extra.append(TextProgress())
         fail = self.config[self.subcommand].get("fail_at_step", 0) if self.subcommand else 0
@@ -92,7 +95,9 @@ class VidspecTrainCLI(LightningCLI):
         subcommand = self.config.get("subcommand")
         if subcommand:
             check_resume_checkpoint(self.config[subcommand])
-        super()._parse_ckpt_path()
+        # Lightning would now re-parse the checkpoint's hyper-parameters as the model's config; vidspec's modules
+        # save theirs without a class path, so a checkpoint given as a file (not as `last`) failed as an "invalid
+        # recipe". The recipe on the command line defines the model, for a file as for `last`.
 
     def instantiate_classes(self) -> None:
         super().instantiate_classes()
