@@ -420,6 +420,9 @@ def project(method: str, acc: dict, cost: dict, new_tokens: int, goal: float) ->
     per_round = method_ms / tot["rounds"]
     row["tau_for_goal"] = goal * per_round / cost["ar"]
     row["draft_ms_per_round_for_goal"] = row["tau"] * cost["ar"] / goal - row["verify_ms_per_round"]
+    # The paper's mean accepted length at this method's measured round cost (None where K + 1 < that tau).
+    paper_tau = PAPER["qwen2.5-vl-32b"]["tau"]
+    row["dsr_at_paper_tau"] = paper_tau * cost["ar"] / per_round if max(ks) + 1 >= paper_tau else None
     row["limited_by"] = limiting(row, goal, new_tokens)
     return row
 
