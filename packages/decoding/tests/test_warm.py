@@ -68,7 +68,7 @@ def test_compile_artifacts_saved_and_loaded_once(monkeypatch, tmp_path):
     path = tmp_path / "a" / "artifacts.bin"
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cc"))
     monkeypatch.setattr(compile_cache, "_loaded", {})
-    monkeypatch.setattr(torch._dynamo.config, "caching_precompile", False)
+    monkeypatch.setattr(compile_cache, "_precompile_on", lambda: None)  # the flag itself is torch's (process-wide)
     # off by default: nothing saved, nothing loaded
     monkeypatch.delenv(compile_cache.ARTIFACTS_ENV, raising=False)
     assert compile_cache.save_compile_artifacts() is None and compile_cache.artifacts_path() is None
@@ -76,8 +76,8 @@ def test_compile_artifacts_saved_and_loaded_once(monkeypatch, tmp_path):
     monkeypatch.setattr(torch.compiler, "save_cache_artifacts", lambda: (b"compiled", None))
     loads = []
     monkeypatch.setattr(torch.compiler, "load_cache_artifacts", lambda data: loads.append(data) or "info")
-    compile_cache.use_compile_cache()  # no file yet: precompile caching switched on, nothing loaded
-    assert torch._dynamo.config.caching_precompile is True and loads == []
+    compile_cache.use_compile_cache()  # no file yet: nothing loaded
+    assert loads == []
     assert compile_cache.save_compile_artifacts() == path and path.read_bytes() == b"compiled"
     assert list(path.parent.iterdir()) == [path]  # written through a temporary file, replaced atomically
     monkeypatch.setattr(compile_cache, "_loaded", {})  # a new process
@@ -94,7 +94,7 @@ def test_compile_artifacts_failures_leave_the_caches_alone(monkeypatch, tmp_path
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "cc"))
     monkeypatch.setenv(compile_cache.ARTIFACTS_ENV, str(path))
     monkeypatch.setattr(compile_cache, "_loaded", {})
-    monkeypatch.setattr(torch._dynamo.config, "caching_precompile", False)
+    monkeypatch.setattr(compile_cache, "_precompile_on", lambda: None)
 
     def refuse(*_):
         raise RuntimeError("bad artifacts")

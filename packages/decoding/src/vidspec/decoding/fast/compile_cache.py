@@ -103,8 +103,7 @@ def _load_artifacts(artifacts: Path) -> bool:
     try:
         import torch
 
-        if hasattr(torch._dynamo.config, "caching_precompile"):
-            torch._dynamo.config.caching_precompile = True
+        _precompile_on()
         if not artifacts.is_file():
             return False
         info = torch.compiler.load_cache_artifacts(artifacts.read_bytes())
@@ -113,6 +112,14 @@ def _load_artifacts(artifacts: Path) -> bool:
     except Exception as e:  # noqa: BLE001 - an experimental torch path: the ordinary caches still work
         log.warning("compile artifacts in %s not used: %s", artifacts, str(e).splitlines()[0] if str(e) else type(e).__name__)
     return _loaded[key]
+
+
+def _precompile_on() -> None:
+    """Switch Dynamo's caching precompile on (process-wide; a torch without it is left as it is)."""
+    import torch
+
+    if hasattr(torch._dynamo.config, "caching_precompile"):
+        torch._dynamo.config.caching_precompile = True
 
 
 def save_compile_artifacts() -> Path | None:
