@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         if proc.returncode != 0:
             print((out / f"devices{n}.log").read_text()[-4000:])
             raise SystemExit(f"training on {n} device(s) failed (exit {proc.returncode})")
-        rows = read_steps(run / "metrics.jsonl")
+        # the recipes version their logs: a fresh run folder logs into version_0 (an unversioned one into itself)
+        rows = read_steps(next(iter(sorted(run.glob("version_*/metrics.jsonl"))), run / "metrics.jsonl"))
         tp = throughput(rows, a.batch, n, a.warmup)
         results.append({"devices": n, "wall_seconds": wall, **tp,
                         "loss_curve": [(r["step"], r["train/loss"]) for r in rows],

@@ -251,9 +251,9 @@ def tiny_recipe(tmp_path: Path, dataset: Path, name: str, **trainer) -> Path:
 
 
 def losses_by_step(run: Path) -> dict[int, float]:
-    from vidspec.draft_training.callbacks import read_metrics
+    from vidspec.draft_training.callbacks import read_run_metrics
 
-    return {r["step"]: r["train/loss"] for r in read_metrics(run / "metrics.jsonl") if "train/loss" in r}
+    return {r["step"]: r["train/loss"] for r in read_run_metrics(run) if "train/loss" in r}
 
 
 def test_resume_reproduces_losses_and_export_decodes_losslessly(dataset, tmp_path):
@@ -267,9 +267,9 @@ def test_resume_reproduces_losses_and_export_decodes_losslessly(dataset, tmp_pat
     run_cli(["fit", "--config", str(full)])
     ref = losses_by_step(tmp_path / "full")
     assert len(ref) == 6
-    from vidspec.draft_training.callbacks import read_metrics
+    from vidspec.draft_training.callbacks import read_run_metrics
 
-    sizes = {r["train/samples"] for r in read_metrics(tmp_path / "full" / "metrics.jsonl") if "train/loss" in r}
+    sizes = {r["train/samples"] for r in read_run_metrics(tmp_path / "full") if "train/loss" in r}
     assert sizes and all(1 <= b <= yaml.safe_load(full.read_text())["data"]["batch_size"] for b in sizes)
 
     broken = tiny_recipe(tmp_path, dataset, "broken")

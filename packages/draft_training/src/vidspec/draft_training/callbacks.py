@@ -313,3 +313,12 @@ def read_metrics(path: str | Path) -> list[dict]:
     if not p.is_file():
         return []
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def read_run_metrics(run: str | Path) -> list[dict]:
+    """Records of every ``metrics.jsonl`` of a run folder in the order they were written: the folder's own (an
+    unversioned logger) and then those of its ``version_N`` folders by N (the recipes version their logs, so a
+    resume writes into the next version; a step that ran twice appears twice, the later record last)."""
+    root = Path(run)
+    versions = sorted((p for p in root.glob("version_*") if p.name[8:].isdigit()), key=lambda p: int(p.name[8:]))
+    return [r for f in (root, *versions) for r in read_metrics(f / "metrics.jsonl")]
