@@ -74,7 +74,11 @@ class SampleRecord(TypedDict):
     and of verification (target pass, decision, rollback, commit), None without rounds; the rest of
     ``decode_s`` is the engine's own per-round bookkeeping. ``drafter`` is the drafter's class.
     ``load_s``/``warmup_s``: the process's one-time costs, loading the models and building the decoders,
-    and this method's untimed warm-up (decode, CUDA graph capture); the same in every record of a run.
+    and this method's untimed warm-up (the decoder's own ``warmup``: a decode, CUDA graph capture); the same in
+    every record of a run. ``k_history``/``drafting_stopped_at`` (chain methods with the adaptive draft
+    policy): ``[tokens emitted, K from then on]`` pairs and the token count at which drafting stopped (None
+    if it did not), as ``vidspec generate --json`` shows them; a tree method that stops drafting records the
+    same with its depth.
     ``rounds`` (since 2026-12-02): ``[drafted, accepted, emitted]`` of each target pass in order, so
     which token a round's draft missed can be located: the first token comes from the prefill, round
     ``j`` emits the ``emitted`` tokens after those of the rounds before it, and in a chain method's
@@ -123,6 +127,8 @@ class SampleRecord(TypedDict):
     categories: NotRequired[dict[str, str]]
     load_s: NotRequired[float]
     warmup_s: NotRequired[float]
+    k_history: NotRequired[list[list[int]]]
+    drafting_stopped_at: NotRequired[int | None]
 
 
 class JudgementRecord(TypedDict):

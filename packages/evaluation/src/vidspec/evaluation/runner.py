@@ -11,8 +11,10 @@ Usage::
 
 For each sample, AR runs first (the baseline), then every other method, in this process on the
 same hardware. Each model is loaded once and shared by all methods. Before any timing, every
-method decodes once untimed (warm-up: allocator, kernel selection, lazy imports; on the fast engine
-every CUDA graph its timed decodes can need is then captured, see :func:`capture_fast_graphs`). Records are
+method warms up untimed with the decoder's own ``warmup`` (the one ``vidspec generate`` and the Python API
+use: a short decode of the first sample, then on the fast engine every CUDA graph its timed decodes can need,
+see :func:`capture_fast_graphs`); records keep its seconds (``warmup_s``) apart, and ``k_history`` (what the
+adaptive draft policy did in each request). Records are
 appended and fsynced one by one, so a killed run loses at most the decode in flight; rerunning
 with the same ``out`` skips every (sample, method) already recorded and every verdict already
 judged. The metric conventions are :data:`vidspec.evaluation.records.CONVENTIONS`.
@@ -39,6 +41,7 @@ import torch
 
 from vidspec.decoding.config import DecodeConfig
 from vidspec.decoding.errors import ConfigError
+from vidspec.decoding.loops.warm import capture_graphs_around, tree_verify_sizes  # noqa: F401 - re-exported
 from vidspec.decoding.methods import (
     METHODS,
     as_fast,
@@ -526,6 +529,15 @@ def round_timing(result: GenerationResult) -> dict[str, Any]:
                 verify_ms_per_round=1000.0 * sum(s.verify_s for s in steps) / n if n else None)
 
 
+def adaptation_fields(decoder) -> dict[str, Any]:
+    """What the decoder's per-request adaptation did in its last request, for the record (as ``vidspec generate
+    --json`` shows it): ``k_history`` (``[tokens emitted, K from then on]`` pairs; for a tree method, its depth)
+    and ``drafting_stopped_at`` (tokens emitted when drafting stopped, or None). Empty when nothing adapted
+    (AR, or the policy off)."""
+    adaptation = getattr(decoder, "last_adaptation", None) or {}
+    return {k: adaptation[k] for k in ("k_history", "drafting_stopped_at") if k in adaptation}
+
+
 def make_record(benchmark: str, sample: Sample, method: str, k: int, result: GenerationResult, video_s: float,
                 wall_s: float, ar: SampleRecord | None, drafter: str = "") -> SampleRecord:
     """The JSONL record of one decode (speedups against ``ar``, the same sample's AR record).
@@ -578,72 +590,16 @@ def make_record(benchmark: str, sample: Sample, method: str, k: int, result: Gen
     return rec
 
 
-def tree_verify_sizes(total_tokens: int, depth: int, top_k: int) -> tuple[int, ...]:
-    """Node counts a tree decoder's verify pass can have (``x_last`` + the kept draft nodes).
-
-    A round drafts ``min(depth, tokens left - 1)`` levels: level 1 has ``top_k`` nodes and each
-    further level ``top_k * top_k`` (every frontier node's children), of which ``total_tokens``
-    are kept; a round with no level left verifies ``x_last`` alone.
-    """
-    sizes = {1}
-    for d in range(1, depth + 1):
-        sizes.add(min(total_tokens, top_k + (d - 1) * top_k * top_k) + 1)
-    return tuple(sorted(sizes))
-
-
 def capture_fast_graphs(decoder, max_new_tokens: int) -> int:
-    """Fast engine: capture every CUDA graph a method's timed decodes can need (after its warm-up decode).
-
-    A step graph is otherwise captured the first time a decode meets its step length or cache
-    bucket, inside that decode's timing. Covered here, around the cache lengths the warm-up decode
-    reached (+ the token budget): the target's verify steps (T = 1 for AR, k + 1 for k = 0..K
-    with drafting: a round drafts fewer than K near the budget), a FastModelDrafter's draft target
-    (pending lengths 1..K+1) and a FastSparrowDrafter's draft steps (T = 1..K+1 over its buckets).
-    A tree decoder (:class:`~vidspec.decoding.loops.TreeSpeculativeDecoder`) instead needs the target's
-    verify-tree sizes (:func:`tree_verify_sizes`) and, for a draft VLM, its pending lengths
-    1..depth+1 and its level passes of ``top_k`` nodes; a FastTreeSparrowDrafter its round graphs.
-    Off CUDA and on the eager engine nothing is captured.
+    """Fast engine: capture every CUDA graph a method's timed decodes can need, around the cache lengths its
+    last decode reached (+ the token budget). The decoders' own warm-up does this for the runner
+    (``decoder.warmup(..., request_tokens=...)``, :func:`vidspec.decoding.loops.warm.capture_graphs_around`,
+    which documents the plan); kept for callers that decode first and capture after.
 
     Returns:
         The number of graphs captured.
     """
-    from vidspec.decoding.methods import is_fast
-
-    k = decoder.k
-    lengths = tuple(range(1, k + 2))
-    plan = [(decoder.target, lengths, k + 1), (getattr(decoder.drafter, "model", None), lengths, k + 1)]
-    if is_fast(decoder.target):
-        from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
-
-        if isinstance(decoder, TreeSpeculativeDecoder):
-            sizes = tree_verify_sizes(decoder.total_tokens, decoder.depth, decoder.top_k)
-            # The draft's tree session reaches (depth - 1) * top_k nodes past its committed prefix.
-            plan = [(decoder.target, sizes, max(sizes)),
-                    (plan[1][0], tuple(sorted({*lengths, decoder.top_k})), k + 1 + (k - 1) * decoder.top_k)]
-    captured = 0
-    for model, steps, span in plan:
-        if not is_fast(model) or not model.graphs:
-            continue
-        cache = model.lm.cache
-        end = cache.length if cache is not None else 0  # the warm-up request's prompt + tokens
-        # One bucket below it too: another sample's prompt may be a little shorter.
-        contexts = model.warmup_contexts(max(0, end - model.lm.bucket), end + max_new_tokens + span)
-        captured += model.warmup(steps, contexts)
-    if is_fast(decoder.target):
-        from vidspec.decoding.fast.sparrow_drafter import FastSparrowDrafter
-        from vidspec.decoding.fast.sparrow_tree_drafter import FastTreeSparrowDrafter
-
-        drafter = decoder.drafter
-        if isinstance(drafter, FastSparrowDrafter):
-            # The draft's cache holds text positions only: the warm-up request's, plus the budget.
-            captured += drafter.warmup(decoder.target, k, max_text=drafter.cache_length + max_new_tokens + k + 1)
-        elif isinstance(drafter, FastTreeSparrowDrafter):  # its round graphs per (pending T, depth, bucket)
-            captured += drafter.warmup(decoder.target, decoder.depth, decoder.top_k,
-                                       max_text=drafter.cache_length + max_new_tokens + decoder.depth + 1,
-                                       total=decoder.total_tokens if decoder.device_rounds else None)
-    if captured:
-        log.info("captured %d CUDA graphs for %s before timing", captured, decoder.method)
-    return captured
+    return capture_graphs_around(decoder, max_new_tokens)
 
 
 # ---- the run ---------------------------------------------------------------------------------
@@ -734,16 +690,20 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
                 raise ConfigError("a clip cache shared between runs needs share_video (each record counts its read)")
             reads = shared_reads if shared_reads is not None else SharedReads(config.share_video)
             if config.warmup:
-                # Untimed: the first decode of each method pays one-off costs (allocator growth,
-                # kernel autotuning, lazy imports) that are not what a user waits for per request.
+                # Untimed: the first decode of each method pays one-off costs (compilation, graph capture,
+                # allocator growth, kernel autotuning, lazy imports) that are not what a user waits for per
+                # request. The decoders' own warm-up, as `vidspec generate` and the Python API use it: a short
+                # decode of the first sample, then the graphs of requests like it of up to max_new tokens.
                 for m in dict.fromkeys(m for _, m in todo):
-                    t0 = time.perf_counter()
-                    decode_sample(decoders[m], todo[0][0], min(8, max_new), reads.get(decoders[m], todo[0][0]))
-                    t1 = time.perf_counter()
-                    n = capture_fast_graphs(decoders[m], max_new)
-                    warmup_s[m] = time.perf_counter() - t0
-                    log.info("%s: %s warm-up decode %.1f s, %d graphs captured in %.1f s", out.name, m, t1 - t0, n,
-                             time.perf_counter() - t1)
+                    sample = todo[0][0]
+                    shared = reads.get(decoders[m], sample)
+                    clip = shared[0] if shared is not None else read_clip(decoders[m], sample)[0]
+                    w = decoders[m].warmup(request=Request(prompt=sample.prompt, clip=clip),
+                                           max_new_tokens=min(8, max_new), request_tokens=max_new)
+                    warmup_s[m] = float(w["warmup_s"])
+                    detail = w.get("detail") or {}
+                    log.info("%s: %s warm-up decode %.1f s, %d graphs captured in %.1f s (%.1f s in all)", out.name, m,
+                             detail.get("decode_s", 0.0), w["graphs"], detail.get("graphs_s", 0.0), warmup_s[m])
             bar = _progress(len(todo), task.name, config.progress)
             for sample, method in todo:
                 bar.set_postfix_str(method)
@@ -754,6 +714,7 @@ def _run(config: EvalConfig, out: Path, models: EvalModels | None, samples: list
                                   drafter=type(dec.drafter).__name__)
                 # One-time costs of this process, apart from the request's own times.
                 rec["load_s"], rec["warmup_s"] = load_s, warmup_s[method]
+                rec.update(adaptation_fields(dec))
                 records.append(rec)
                 log.info("%s: %s %s: %d tokens, video %.2f s, decode %.2f s, wall %.2f s", out.name, sample.sample_id,
                          method, result.num_new_tokens, video_s, result.timings.decode_s, wall_s)

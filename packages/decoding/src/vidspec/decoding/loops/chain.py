@@ -16,6 +16,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -478,17 +479,21 @@ class SpeculativeDecoder:
                 return
 
     def warmup(self, request: Request | None = None, max_context: int | None = None,
-               min_context: int = 0) -> dict[str, float | int]:
+               min_context: int = 0, max_new_tokens: int | None = None,
+               request_tokens: int | None = None) -> dict[str, Any]:
         """Pay the one-time costs now (compilation, CUDA graphs, lazy set-up), before the first request.
 
-        One short decode of ``request`` (default: a synthetic clip) and, on the fast engine on CUDA, the
-        graphs of every round's step lengths from ``min_context`` up to ``max_context`` cache positions
-        (:func:`vidspec.decoding.loops.warm.warm_up`). Keep the decoder and call :meth:`generate` for each
-        request: they run warm. Returns ``{"warmup_s", "graphs"}``.
+        One short decode of ``request`` (default: a synthetic clip; ``max_new_tokens`` tokens, default two
+        rounds) and, on the fast engine on CUDA, the graphs of every round's step lengths from
+        ``min_context`` up to ``max_context`` cache positions, or, with ``request_tokens``, around where
+        that decode left the caches (requests like it of up to that many tokens; :func:`vidspec.decoding.
+        loops.warm.warm_up`). Keep the decoder and call :meth:`generate` for each request: they run warm.
+        Returns ``{"warmup_s", "graphs", "detail"}``.
         """
         from vidspec.decoding.loops.warm import warm_up
 
-        return warm_up(self, request=request, max_context=max_context, min_context=min_context)
+        return warm_up(self, request=request, max_context=max_context, min_context=min_context,
+                       max_new_tokens=max_new_tokens, request_tokens=request_tokens)
 
     @torch.inference_mode()
     def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,

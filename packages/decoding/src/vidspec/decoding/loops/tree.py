@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -228,12 +228,15 @@ class TreeSpeculativeDecoder:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
 
     def warmup(self, request: Request | None = None, max_context: int | None = None,
-               min_context: int = 0) -> dict[str, float | int]:
+               min_context: int = 0, max_new_tokens: int | None = None,
+               request_tokens: int | None = None) -> dict[str, Any]:
         """Pay the one-time costs now (compilation, lazy set-up) with one short decode of ``request`` (default:
-        a synthetic clip); see :func:`vidspec.decoding.loops.warm.warm_up`. Returns ``{"warmup_s", "graphs"}``."""
+        a synthetic clip) and, with ``request_tokens``, the CUDA graphs of requests like it; see
+        :func:`vidspec.decoding.loops.warm.warm_up`. Returns ``{"warmup_s", "graphs", "detail"}``."""
         from vidspec.decoding.loops.warm import warm_up
 
-        return warm_up(self, request=request, max_context=max_context, min_context=min_context)
+        return warm_up(self, request=request, max_context=max_context, min_context=min_context,
+                       max_new_tokens=max_new_tokens, request_tokens=request_tokens)
 
     @torch.inference_mode()
     def generate(self, request: Request, max_new_tokens: int = 128, temperature: float = 0.0, top_p: float = 1.0,

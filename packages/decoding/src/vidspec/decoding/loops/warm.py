@@ -77,6 +77,70 @@ def capture_graphs(decoder: Any, max_context: int, min_context: int = 0) -> int:
     return captured
 
 
+def tree_verify_sizes(total_tokens: int, depth: int, top_k: int) -> tuple[int, ...]:
+    """Node counts a tree decoder's verify pass can have (``x_last`` + the kept draft nodes).
+
+    A round drafts ``min(depth, tokens left - 1)`` levels: level 1 has ``top_k`` nodes and each
+    further level ``top_k * top_k`` (every frontier node's children), of which ``total_tokens``
+    are kept; a round with no level left verifies ``x_last`` alone.
+    """
+    sizes = {1}
+    for d in range(1, depth + 1):
+        sizes.add(min(total_tokens, top_k + (d - 1) * top_k * top_k) + 1)
+    return tuple(sorted(sizes))
+
+
+def capture_graphs_around(decoder: Any, max_new_tokens: int) -> int:
+    """Capture every CUDA graph a decoder's requests can need around the cache lengths its last decode reached.
+
+    For a caller whose requests are alike (an evaluation's samples: prompts of about one length), after one
+    decode of such a request: per fast model, from a bucket below where that decode left its cache up to
+    ``max_new_tokens`` (plus a round) beyond it. A chain decoder: the target's verify steps (T = 1 for AR,
+    k + 1 for k = 0..K: a round drafts fewer than K near the budget), a draft VLM's pending lengths 1..K+1 and
+    a fast Sparrow draft's steps. A tree decoder (:class:`~vidspec.decoding.loops.TreeSpeculativeDecoder`)
+    instead: the target's verify-tree sizes (:func:`tree_verify_sizes`), a draft VLM's pending lengths
+    1..depth+1 and its level passes of ``top_k`` nodes, or a fast tree Sparrow draft's round graphs. Off CUDA
+    and on the eager engine nothing is captured.
+
+    Returns:
+        The number of graphs captured.
+    """
+    from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
+
+    k = int(decoder.k)
+    lengths = tuple(range(1, k + 2))
+    tree = isinstance(decoder, TreeSpeculativeDecoder)
+    draft_model = getattr(decoder.drafter, "model", None)
+    plan = [(decoder.target, lengths, k + 1), (draft_model, lengths, k + 1)]
+    if tree and _is_fast(decoder.target):
+        sizes = tree_verify_sizes(decoder.total_tokens, decoder.depth, decoder.top_k)
+        # The draft's tree session reaches (depth - 1) * top_k nodes past its committed prefix.
+        plan = [(decoder.target, sizes, max(sizes)),
+                (draft_model, tuple(sorted({*lengths, decoder.top_k})), k + 1 + (k - 1) * decoder.top_k)]
+    captured = 0
+    for model, steps, span in plan:
+        if model is None or not _is_fast(model) or not model.graphs:
+            continue
+        cache = model.lm.cache
+        end = cache.length if cache is not None else 0  # the last request's prompt + tokens
+        # One bucket below it too: another request's prompt may be a little shorter.
+        contexts = model.warmup_contexts(max(0, end - model.lm.bucket), end + max_new_tokens + span)
+        captured += model.warmup(steps, contexts)
+    drafter = decoder.drafter
+    if _is_fast(decoder.target) and k > 0 and callable(getattr(drafter, "warmup", None)) \
+            and hasattr(drafter, "cache_length"):
+        if tree:  # a fast tree Sparrow draft: its round graphs per (pending T, depth, bucket)
+            captured += drafter.warmup(decoder.target, decoder.depth, decoder.top_k,
+                                       max_text=drafter.cache_length + max_new_tokens + decoder.depth + 1,
+                                       total=decoder.total_tokens if decoder.device_rounds else None)
+        elif callable(getattr(drafter, "warmup_buckets", None)):  # a fast Sparrow chain draft
+            # The draft's cache holds text positions only: the last request's, plus the budget.
+            captured += drafter.warmup(decoder.target, k, max_text=drafter.cache_length + max_new_tokens + k + 1)
+    if captured:
+        log.info("captured %d CUDA graphs for %s", captured, getattr(decoder, "method", "the decoder"))
+    return captured
+
+
 def compile_stats() -> dict[str, float]:
     """A snapshot of torch.compile's process-wide accounting: seconds per compile phase and cache counters.
 
@@ -120,7 +184,8 @@ def stats_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, 
 
 
 def warm_up(decoder: Any, *, request: Request | None = None, max_context: int | None = None,
-            min_context: int = 0, max_new_tokens: int | None = None) -> dict[str, Any]:
+            min_context: int = 0, max_new_tokens: int | None = None,
+            request_tokens: int | None = None) -> dict[str, Any]:
     """Run ``decoder``'s one-time work now (see the module docstring); it then serves requests warm.
 
     Args:
@@ -130,6 +195,9 @@ def warm_up(decoder: Any, *, request: Request | None = None, max_context: int | 
         max_context: cache positions whose graphs are captured (default :data:`DEFAULT_WARM_CONTEXT`).
         min_context: the first of them (a caller that knows its prompts' length skips the shorter buckets).
         max_new_tokens: tokens of the warm-up decode (default: two full rounds).
+        request_tokens: for requests like ``request`` (an evaluation's samples): the most tokens one generates;
+            the graphs are then those around where the warm-up decode left each model's cache
+            (:func:`capture_graphs_around`, tree decoders included) instead of ``min_context``..``max_context``.
 
     Returns:
         ``{"warmup_s": seconds, "graphs": graphs captured, "detail": {...}}``; ``detail`` splits the seconds
@@ -157,7 +225,9 @@ def warm_up(decoder: Any, *, request: Request | None = None, max_context: int | 
     graphs = 0
     from vidspec.decoding.loops.tree import TreeSpeculativeDecoder
 
-    if not isinstance(decoder, TreeSpeculativeDecoder):
+    if request_tokens is not None:
+        graphs = capture_graphs_around(decoder, request_tokens)
+    elif not isinstance(decoder, TreeSpeculativeDecoder):
         graphs = capture_graphs(decoder, max_context or DEFAULT_WARM_CONTEXT, min_context)
     _sync(decoder.target.device)
     t2 = time.perf_counter()
