@@ -1,5 +1,6 @@
 """`vidspec data import` on fixtures written in the public schemas: LLaVA-Video-178K (json and parquet, LLaVA
-conversations with an ``<image>`` placeholder and several turns), ShareGPT4Video's caption jsonl, and the plain
+conversations with an ``<image>`` placeholder and several turns), ShareGPT4Video's caption jsonl (the whole-video
+caption is the ``captions`` entry with idx "-1"), and the plain
 conversations schema (user/assistant, absolute video path); unusable rows stop it with exit 2 naming the row."""
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ LLAVA_VIDEO_178K = [
         {"from": "gpt", "value": "A dog runs across a snowy field towards the camera."}],
      "data_source": "0_30_s_youtube_v0_1", "video": "liwei_youtube_videos/videos/youtube_video_2024/ytb_xyz.mp4"},
 ]
+# sharegpt4video_40k.jsonl: the segments' captions and the whole video's (idx "-1") in one list; no summary field
 SHAREGPT4VIDEO = [
-    {"video_id": "mixkit-city-traffic-1", "video_path": "mixkit/mixkit-city-traffic-1.mp4", "zip_folder": "mixkit.zip",
-     "timestamp": [0, 48, 96], "keyframe": [0, 48],
+    {"video_id": "mixkit-city-traffic-1", "video_path": "mixkit/mixkit-city-traffic-1.mp4",
+     "zip_folder": "mixkit_videos_1.zip",
      "captions": [{"idx": "0", "content": "Cars drive through an intersection."},
-                  {"idx": "1", "content": "A bus turns left."}],
-     "summary_caption": "The video shows busy city traffic at an intersection; cars pass and a bus turns left."},
+                  {"idx": "1", "content": "A bus turns left."},
+                  {"idx": "-1", "content": "The video shows busy city traffic at an intersection; cars pass and a bus "
+                                           "turns left."}]},
 ]
 
 
@@ -75,6 +78,11 @@ def test_sharegpt4video_jsonl(tmp_path):
     (row,) = _load(out)
     assert row["question"] == "Describe this video in detail." and row["answer"].startswith("The video shows busy")
     assert row["video"].endswith("videos/mixkit/mixkit-city-traffic-1.mp4") and row["source_id"] == "mixkit-city-traffic-1"
+    # without video_path, the file is named by its id
+    (src.parent / "by_id.jsonl").write_text(json.dumps({k: v for k, v in SHAREGPT4VIDEO[0].items() if k != "video_path"}))
+    _videos(videos, ["mixkit-city-traffic-1.mp4"])
+    import_dataset(source=str(src.parent / "by_id.jsonl"), out=str(tmp_path / "out2"), video_root=str(videos))
+    assert _load(tmp_path / "out2")[0]["video"].endswith("videos/mixkit-city-traffic-1.mp4")
 
 
 def test_conversations_schema_user_assistant_absolute_paths(tmp_path):
@@ -97,7 +105,7 @@ def test_conversations_schema_user_assistant_absolute_paths(tmp_path):
     ({"conversations": [{"from": "human", "value": "q?"}, {"from": "gpt", "value": "a"}]}, "no video path"),
     ({"video": "missing.mp4", "conversations": [{"from": "human", "value": "q?"}, {"from": "gpt", "value": "a"}]},
      "does not exist"),
-    ({"video_path": "a.mp4", "captions": [{"idx": "0", "content": "x"}]}, "no 'summary_caption'"),
+    ({"video_path": "a.mp4", "captions": [{"idx": "0", "content": "x"}]}, "no whole-video caption"),
 ])
 def test_unusable_row_is_named_and_exits_2(tmp_path, bad, why, capsys):
     from vidspec.decoding.cli import main

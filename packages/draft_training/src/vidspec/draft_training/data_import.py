@@ -8,9 +8,12 @@ and optionally ``answer`` columns. This command writes one from the formats user
   ``{"from": "gpt" | "assistant", "value": ...}``. Each question/answer pair becomes one row; the ``<image>`` /
   ``<video>`` placeholder that LLaVA puts in the first question is removed (vidspec places the video itself).
   Extra fields (``id``, ``data_source``) are kept as ``source_id`` / ``data_source``.
-- ``sharegpt4video`` (the caption release): a row has ``video_path`` (or ``video_id``), and a whole-video caption in
-  ``summary_caption`` (else ``caption``); it becomes one row with the question "Describe this video in detail."
-  and the caption as the reference answer.
+- ``sharegpt4video`` (the caption release, ``sharegpt4video_40k.jsonl``): a row has ``video_id``, ``video_path``,
+  ``zip_folder`` (the archive its video ships in) and ``captions``, a list of ``{"idx": ..., "content": ...}``: the
+  captions of the video's segments (``idx`` "0", "1", ...) and the whole-video caption (``idx`` "-1"). The
+  whole-video caption becomes the reference answer of one row asking "Describe this video in detail." (a row of a
+  derived set with a plain ``caption`` string is taken as well). ``video_path`` is relative to the
+  folder the archives were extracted into (``--video-root``); without it, ``<video_id>.mp4``.
 
 ``--format auto`` (the default) picks per row: ``conversations`` if present, else the ShareGPT4Video fields.
 Sources: a ``.json`` file (a list of rows), ``.jsonl`` (one row a line), ``.parquet``, or a folder of such files
@@ -128,11 +131,21 @@ def conversation_pairs(row: dict[str, Any]) -> list[tuple[str, str]]:
     return pairs
 
 
+#: ``idx`` of the whole-video caption among a ShareGPT4Video row's ``captions`` (the others are its segments)
+WHOLE_VIDEO_IDX = "-1"
+
+
 def _caption_pair(row: dict[str, Any]) -> list[tuple[str, str]]:
-    caption = row.get("summary_caption") or row.get("caption")
-    if caption is None and isinstance(row.get("captions"), list) and row["captions"]:
-        raise RowError("has per-clip 'captions' but no 'summary_caption' (the whole-video caption)")
-    return [(CAPTION_QUESTION, _text(caption, "'summary_caption'"))]
+    captions = row.get("captions")
+    if isinstance(captions, list):
+        whole = [c for c in captions if isinstance(c, dict) and str(c.get("idx")) == WHOLE_VIDEO_IDX]
+        if not whole:
+            raise RowError("'captions' has no whole-video caption (an entry with idx \"-1\"; the others caption "
+                           "segments)")
+        return [(CAPTION_QUESTION, _text(whole[0].get("content"), "the whole-video caption's 'content'"))]
+    if "caption" in row:
+        return [(CAPTION_QUESTION, _text(row["caption"], "'caption'"))]
+    raise RowError("no 'captions' list (ShareGPT4Video) or 'caption'")
 
 
 def _video_path(row: dict[str, Any], fmt: str) -> str:
@@ -152,7 +165,7 @@ def row_format(row: dict[str, Any], fmt: str) -> str:
         return fmt
     if "conversations" in row:
         return "conversations"
-    if {"summary_caption", "caption", "captions", "video_path", "video_id"} & set(row):
+    if {"captions", "caption", "video_path", "video_id", "zip_folder"} & set(row):
         return "sharegpt4video"
     raise RowError(f"neither 'conversations' nor ShareGPT4Video fields (has {sorted(row)[:8]})")
 
