@@ -83,7 +83,8 @@ TEXT_TOKENS = 64
 PAPER = {"qwen2.5-vl-32b": {"speedup": 2.70, "retention_min": 0.998, "tau": 7.76, "tau_strict_sd": 3.28},
          "llava-onevision-72b": {"speedup": 2.94}}
 FORMULA = ("per sample: method_s = sum_r [draft(k_r, pending_r) + verify(k_r + 1)], ar_s = (sum_r (n_r + 1)) * ar_step; "
-           "DSR = sum(ar_s) / sum(method_s) over samples; DSR+feed adds Sparrow's prompt feed (begin) to method_s; "
+           "DSR = sum(ar_s) / sum(method_s) over samples; DSR+feed adds the drafter's prompt-side start to method_s "
+           "(Sparrow's prompt feed, begin; the draft VLM's own vision + LM prefill), at the recorded lengths and at N; "
            "ESR = sum(P_t + ar_s) / sum(P_t + P_d + method_s), P_t = target vision + LM prefill, P_d = the draft VLM's "
            "vision + LM prefill (0 for Sparrow, whose feed is counted instead); ESR@N scales both decodes to N new "
            "tokens at the same per-token cost. Draft VLM: draft(k, p) = a p-token step then k - 1 chained 1-token "
@@ -399,8 +400,9 @@ def project(method: str, acc: dict, cost: dict, new_tokens: int, goal: float) ->
         return {"method": method, "samples": 0}
     method_ms = tot["draft"] + tot["verify"]
     n = tot["samples"]
-    feed_s = cost["sparrow_begin_s"] if kind == "sparrow" else 0.0
-    pre_d = cost["prefill_draft_s"] if kind == "vlm" else feed_s
+    # The drafter's prompt-side start: Sparrow's prompt feed, or the draft VLM's own vision + LM prefill.
+    feed_s = cost["sparrow_begin_s"] if kind == "sparrow" else cost["prefill_draft_s"]
+    pre_d = feed_s
     pre_t = cost["prefill_target_s"]
     ks = sorted({s["k"] for s in acc["samples"]})
     row = {"method": method, "drafter": kind, "k": ks[0] if len(ks) == 1 else ks, "samples": n,
@@ -415,6 +417,7 @@ def project(method: str, acc: dict, cost: dict, new_tokens: int, goal: float) ->
            "mean_new_tokens": tot["tokens"] / n + 1}
     ar_n = pre_t + new_tokens * cost["ar"] / 1e3
     row["esr_at_new_tokens"] = ar_n / (pre_t + pre_d + new_tokens * row["method_ms_per_token"] / 1e3)
+    row["dsr_with_feed_at_new_tokens"] = new_tokens * cost["ar"] / (new_tokens * row["method_ms_per_token"] + 1e3 * feed_s)
     # What the goal needs at these costs: tau at the measured per-round cost, and the draft cost per round at
     # the measured tau (negative: even a free draft misses, so acceptance alone holds it back).
     per_round = method_ms / tot["rounds"]
@@ -423,6 +426,10 @@ def project(method: str, acc: dict, cost: dict, new_tokens: int, goal: float) ->
     # The paper's mean accepted length at this method's measured round cost (None where K + 1 < that tau).
     paper_tau = PAPER["qwen2.5-vl-32b"]["tau"]
     row["dsr_at_paper_tau"] = paper_tau * cost["ar"] / per_round if max(ks) + 1 >= paper_tau else None
+    # The goal's shortfall as a product of three losses (each > 1 costs that factor):
+    # goal / ESR@N = (goal / DSR if draft free) x (DSR if draft free / DSR) x (DSR / ESR@N).
+    row["shortfall"] = {"acceptance": goal / row["dsr_if_draft_free"], "draft_cost": row["dsr_if_draft_free"] / row["dsr"],
+                        "prefill": row["dsr"] / row["esr_at_new_tokens"]}
     row["limited_by"] = limiting(row, goal, new_tokens)
     return row
 
@@ -511,6 +518,20 @@ def run_phase(args) -> dict:
     return part
 
 
+def portable_args(args) -> dict:
+    """The arguments as recorded in the result: absolute paths (machine folders) reduced to their file names."""
+    def name(p: str | None) -> str | None:
+        if p is None:
+            return None
+        label, eq, path = p.rpartition("=")
+        return label + eq + (Path(path).name if Path(path).is_absolute() else path)
+
+    out = {k: v for k, v in vars(args).items() if k != "videos"}
+    out["records"] = [name(r) for r in args.records]
+    out["combine"], out["out"] = name(args.combine), name(args.out)
+    return out
+
+
 def gpu_tag(machine: dict) -> str:
     m = re.search(r"\b([A-Za-z]\d{2,4})\b", machine.get("gpu") or "")
     return m.group(1).lower() if m else ("gpu" if machine.get("gpu") else "cpu")
@@ -534,7 +555,9 @@ def main(argv=None) -> int:
     ap.add_argument("--goal", type=float, default=PAPER["qwen2.5-vl-32b"]["speedup"])
     ap.add_argument("--limit", type=int, default=0, help="records per (method, K) (0 = all)")
     ap.add_argument("--phase", choices=PHASES, help="measure one model in this process and write its part")
-    ap.add_argument("--combine", default=None, help="a folder holding pair_projection_parts/: project again, measure nothing")
+    ap.add_argument("--combine", default=None,
+                    help="project again, measuring nothing: a folder holding pair_projection_parts/, or an earlier "
+                         "result JSON (its cost table)")
     args = ap.parse_args(argv)
     args.records = [s for s in args.records.split(",") if s]
     for spec in args.records:
@@ -577,8 +600,11 @@ def main(argv=None) -> int:
             if rc != 0 and phase != "sparrow":
                 print(f"pair_projection_gpu.py: phase {phase} failed (exit {rc})", file=sys.stderr)
                 return 1
-    costs = {}
-    for phase in phases:
+    costs, measured_git = {}, None
+    if args.combine and Path(args.combine).is_file():  # an earlier result: its cost table, and the commit it ran
+        earlier = json.loads(Path(args.combine).read_text())
+        costs, measured_git = earlier["costs"], earlier.get("measured_git") or earlier.get("git")
+    for phase in [] if costs else phases:
         path = parts / f"{phase}.json"
         if path.is_file():
             costs[phase] = json.loads(path.read_text())
@@ -599,7 +625,8 @@ def main(argv=None) -> int:
            "not_measured": {"llava-onevision-72b": "Qwen2-72B LM in bf16 is ~136 GiB of weights: no lent single GPU "
                                                   "holds it, and a layer-scaled estimate was not made"},
            "costs": costs, "projection": projection, "machine": machine, "git": git_info(),
-           "args": {k: v for k, v in vars(args).items() if k != "videos"}, "videos": args.videos,
+           "measured_git": measured_git or git_info(),
+           "args": portable_args(args), "videos": args.videos,
            "total_s": time.perf_counter() - t0}
     show(res)
     tag = "smoke" if args.smoke else gpu_tag(machine)
