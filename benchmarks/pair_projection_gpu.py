@@ -92,8 +92,8 @@ FORMULA = ("per sample: method_s = sum_r [draft(k_r, pending_r) + verify(k_r + 1
            "accepted all k, else 1. Sparrow: draft(K, p) = propose(K) after p = n_prev + 1 pending tokens (linear "
            "in p between the measured 1 and K + 1; a short last round costs a full K, as the warmed-up chain runs). "
            "verify(T) is measured at every T = K + 1 of the cost table and T = 1 (AR); other T by linear "
-           "interpolation. Round order within a sample is not recorded (record_schedule), so pending counts follow "
-           "the recovered order.")
+           "interpolation. Records without their rounds listed give per-round counts through record_schedule "
+           "(order not recorded), so pending counts follow the recovered order, unless the records list their rounds in order (then exact).")
 
 
 # ---- timing ------------------------------------------------------------------------------------
@@ -311,9 +311,19 @@ def group_label(r: dict) -> str:
 
 
 def acceptance(rows: list[dict]) -> dict:
-    """Per recorded sample, the rounds as (drafted k_r, accepted n_r), from :func:`replay_7b.record_schedule`."""
+    """Per recorded sample, the rounds as (drafted k_r, accepted n_r), in order.
+
+    Records that carry ``rounds`` (``[drafted, accepted, emitted]`` per target pass, written since the adaptive
+    draft policy can change K within a request) give them exactly; older ones are recovered from
+    ``acceptance_by_position`` by :func:`replay_7b.record_schedule` (fixed K, order unknown).
+    """
     samples, bad = [], 0
     for r in rows:
+        if r.get("rounds"):
+            rounds = [(int(d), int(a)) for d, a, *_ in r["rounds"]]
+            samples.append({"id": r["sample_id"], "k": max(int(r.get("k") or 0), *(d for d, _ in rounds)),
+                            "rounds": rounds, "exact": True})
+            continue
         ns = rp.record_schedule(r)
         if ns is None:
             bad += 1
@@ -322,7 +332,7 @@ def acceptance(rows: list[dict]) -> dict:
         rounds = len(ns)
         short = min(k, max(0, int(r["drafted"]) - (rounds - 1) * k))
         ks = [k] * (rounds - 1) + [short]
-        samples.append({"id": r["sample_id"], "k": k, "rounds": list(zip(ks, ns))})
+        samples.append({"id": r["sample_id"], "k": k, "rounds": list(zip(ks, ns)), "exact": False})
     return {"samples": samples, "unreadable": bad}
 
 
@@ -405,8 +415,11 @@ def project(method: str, acc: dict, cost: dict, new_tokens: int, goal: float) ->
     pre_d = feed_s
     pre_t = cost["prefill_target_s"]
     ks = sorted({s["k"] for s in acc["samples"]})
+    exact = sum(s["exact"] for s in acc["samples"])
     row = {"method": method, "drafter": kind, "k": ks[0] if len(ks) == 1 else ks, "samples": n,
-           "rounds": tot["rounds"], "tokens": tot["tokens"], "tau": tot["tokens"] / tot["rounds"],
+           "rounds": tot["rounds"], "rounds_in_order_samples": exact, "tokens": tot["tokens"],
+           "tau": tot["tokens"] / tot["rounds"],
+           "k_used": sorted({k for s in acc["samples"] for k, _ in s["rounds"]}),
            "ar_ms_per_token": cost["ar"], "method_ms_per_token": method_ms / tot["tokens"],
            "draft_ms_per_round": tot["draft"] / tot["rounds"], "verify_ms_per_round": tot["verify"] / tot["rounds"],
            "draft_share": tot["draft"] / method_ms,

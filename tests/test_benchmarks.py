@@ -84,15 +84,26 @@ def test_pair_projection_smoke(tmp_path):
     """The paper-pair projection at CPU size: every K of the cost table is measured, every recorded chain method is
     projected with the recorded tau, and tree methods are listed as not projected."""
     records = BENCH / "results" / "replay_7b_input_captions_h200.records.jsonl.gz"
-    _run("pair_projection_gpu.py", "--smoke", "--device", "cpu", "--records", str(records), "--ks", "4,16",
-         "--sparrow-ks", "16", "--limit", "4", "--out", str(tmp_path))
+    # Records listing their rounds in order, K changed within the request by the adaptive policy (8, then 4, then 0).
+    adaptive = tmp_path / "adaptive.jsonl"
+    adaptive.write_text(json.dumps({"benchmark": "captions", "sample_id": "a", "method": "ar", "k": 0, "score": 0.5,
+                                    "target_passes": 18}) + "\n" + json.dumps(
+        {"benchmark": "captions", "sample_id": "a", "method": "sd", "k": 8, "score": 0.4, "target_passes": 4,
+         "drafted": 20, "accepted": 14, "acceptance_by_position": [1.0] * 4 + [0.5] * 4,
+         "rounds": [[8, 8, 9], [8, 2, 3], [4, 4, 5], [0, 0, 1]]}) + "\n")
+    _run("pair_projection_gpu.py", "--smoke", "--device", "cpu", "--records", f"{records},adaptive={adaptive}",
+         "--ks", "4,16", "--sparrow-ks", "16", "--limit", "4", "--out", str(tmp_path))
     doc = json.loads((tmp_path / "pair_projection_smoke.json").read_text())
     _has_machine_info(doc)
     assert "PROJECTION" in doc["projection_note"] and doc["formula"]
     for ctx in ("long", "short"):
         assert set(doc["costs"]["target"]["contexts"][ctx]["verify_ms"]) == {"5", "17"}
         assert set(doc["costs"]["draft"]["contexts"][ctx]["round_ms"]["2"]) == {"1", "4", "16"}
-    groups = {g["method"]: g for g in doc["projection"]["groups"]}
+    groups = {g["method"]: g for g in doc["projection"]["groups"] if g["records"] != "adaptive"}
+    (adapt,) = [g for g in doc["projection"]["groups"] if g["records"] == "adaptive"]
+    assert adapt["retention"]["retention"] == pytest.approx(0.8)
+    for p in adapt["projection"].values():
+        assert p["tau"] == pytest.approx(18 / 4) and p["k_used"] == [0, 4, 8] and p["rounds_in_order_samples"] == 1
     assert {"sd", "lvspec-pst", "fly", "sparrow"} <= set(groups)
     assert any(n["method"] == "tree-sparrow" for n in doc["projection"]["not_projected"])
     import gzip
