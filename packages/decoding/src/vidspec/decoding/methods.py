@@ -501,8 +501,9 @@ def _tree_decoder(b: _Build) -> TreeSpeculativeDecoder:
                           f"max_tree to >= {shape.verify_nodes} or lower --tree-total")
     drafter = _TREE_DRAFTERS[b.spec.drafter](b)
     # StrictVerifier on both engines: it decides along the best path's rows, which are plain tensors.
+    policy = AdaptiveDraftPolicy(draft_cost=b.config.draft_cost) if b.config.adaptive else None
     decoder = TreeSpeculativeDecoder(b.target, drafter, StrictVerifier(), total_tokens=shape.total_tokens,
                                      depth=shape.depth, top_k=shape.top_k, method=b.spec.name,
-                                     device_rounds=b.config.device_rounds)
+                                     device_rounds=b.config.device_rounds, adaptive=policy)
     decoder.engine = b.config.engine  # the engine auto resolved to, for records
     return decoder

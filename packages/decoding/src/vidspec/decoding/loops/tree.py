@@ -54,7 +54,13 @@ from typing import Any, Protocol
 
 import torch
 
-from vidspec.decoding.loops.chain import clip_at_stop, collect_result, prepare_drafter, stream_text
+from vidspec.decoding.loops.chain import (
+    AdaptiveDraftPolicy,
+    clip_at_stop,
+    collect_result,
+    prepare_drafter,
+    stream_text,
+)
 from vidspec.decoding.trees import DraftTree, best_path
 from vidspec.decoding.types import (
     Decision,
@@ -110,10 +116,17 @@ class TreeSpeculativeDecoder:
             verify tree's mask are built on the device and the verify step is launched right after
             the growth, with one synchronisation per round (the same trees and decisions; ``draft_s``
             is then the growth's launch, as in :class:`~vidspec.decoding.loops.SpeculativeDecoder`).
+        adaptive: an :class:`~vidspec.decoding.loops.chain.AdaptiveDraftPolicy` choosing each round's tree
+            depth from the request's own acceptance, as it chooses a chain's K: a round of depth ``d`` costs
+            ``d`` draft passes (``c`` each) and can accept up to ``d`` tokens along its path; when the
+            accepted path no longer pays for the passes the depth halves, and at 0 the request decodes on as
+            plain AR (the drafter is neither asked for trees nor told of tokens until the next request).
+            None: always ``depth``. What it did in the last request is :attr:`last_adaptation`.
     """
 
     def __init__(self, target, drafter: TreeDrafter, verifier: Verifier | None = None, total_tokens: int = 30,
-                 depth: int = 4, top_k: int = 8, method: str = "tree-sd", device_rounds: bool = True):
+                 depth: int = 4, top_k: int = 8, method: str = "tree-sd", device_rounds: bool = True,
+                 adaptive: AdaptiveDraftPolicy | None = None):
         if total_tokens < 1 or depth < 1 or top_k < 1:
             raise ValueError("total_tokens, depth and top_k must be >= 1")
         self.target = target
@@ -124,11 +137,19 @@ class TreeSpeculativeDecoder:
         self.top_k = top_k
         self.method = method
         self.device_rounds = device_rounds
+        self.adaptive = adaptive
+        self._adapted = False  # whether the policy ran in the last request
 
     @property
     def k(self) -> int:
         """The most draft tokens one round can accept (the tree's depth; a chain decoder's K)."""
         return self.depth
+
+    @property
+    def last_adaptation(self) -> dict | None:
+        """What the adaptive policy did in the last request (:meth:`AdaptiveDraftPolicy.record`, its
+        ``k_history`` being tree depths; None when no policy ran or the request ended at its first token)."""
+        return self.adaptive.record() if self._adapted and self.adaptive is not None else None
 
     def _rounds(self, request: Request, max_new_tokens: int, timings: dict) -> Iterator[tuple[list[int], StepRecord | None]]:
         target, drafter, verifier = self.target, self.drafter, self.verifier
@@ -137,6 +158,7 @@ class TreeSpeculativeDecoder:
         need_verify = frozenset(drafter.need | verifier.need)
         need_prefill = need_verify | ({"visual"} if "mid" in verifier.need else frozenset())
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self._adapted = False
         sync()
         t0 = time.perf_counter()
         state = target.prefill(request, need_prefill)
@@ -157,11 +179,16 @@ class TreeSpeculativeDecoder:
         x_last = first
         on_device = (self.device_rounds and callable(getattr(drafter, "propose_tree_device", None))
                      and callable(getattr(target, "verify_tree_device", None)))
+        policy = self.adaptive
+        self._adapted = policy is not None
+        if policy is not None:
+            policy.start(self.depth)
+        depth_now = self.depth  # the policy's depth (0 once drafting stopped for this request)
 
         def next_round(emitted: int):
             """The next round's depth (never past the budget) and, for a device round, its growth launched
             now: growth, rerank and the verify inputs stay on the device (None: a host round)."""
-            depth = max(0, min(self.depth, max_new_tokens - emitted - 1))
+            depth = max(0, min(depth_now, max_new_tokens - emitted - 1))
             grow = on_device and depth > 0
             return depth, (drafter.propose_tree_device(depth, self.top_k, self.total_tokens) if grow else None)  # type: ignore[attr-defined]
 
@@ -200,12 +227,17 @@ class TreeSpeculativeDecoder:
             n = decision.n_accepted
             target.commit_tree(state, path[: n + 1])
             accepted = list(proposal.tokens[:n])
-            drafter.commit(accepted, decision.next_token, chain)  # chain: the target's rows of the path
+            if depth_now > 0 or policy is None:  # a stopped drafter is left alone (its state is the request's)
+                drafter.commit(accepted, decision.next_token, chain)  # chain: the target's rows of the path
             if dtree is None:
                 sync()  # a device round was read back in full above; its commit's work is queued in order
             te = time.perf_counter()
             new, stop = clip_at_stop([*accepted, decision.next_token], eos, emitted, max_new_tokens)
             x_last = decision.next_token
+            if policy is not None and depth_now > 0 and depth > 0:
+                # drafted: the round's depth (its draft passes, the most its path can accept)
+                depth_now = policy.update(depth, n, emitted + len(new), None if dtree is not None else tv - ts,
+                                          te - tv)
             if stop is None:  # the next growth is launched before this round's bookkeeping, as for chains
                 depth, dtree = next_round(emitted + len(new))
             kinds = decision.kinds[: len(new)]
