@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from vidspec.decoding.cli import main
 from vidspec.decoding.methods import METHODS
@@ -88,3 +89,23 @@ def test_demo_and_eval_ci_videos_are_not_training_scenes(tmp_path):
         kw = {} if seed is None else {"seed": seed}
         held = build_validation_set(tmp_path / f"held-{seed}", num_videos=4, **kw)
         assert not seen & set(load_from_disk(str(held))["validation"]["scene_id"])
+
+
+def test_train_resolves_every_recipe_and_distils_sparrow_from_the_retrained_target(tmp_path, monkeypatch):
+    """`vidspec demo --train`'s steps, without running them: every role's recipe exists, each runs its header's
+    data steps then `train fit`, and the Sparrow draft is distilled from the target retrained in the same run."""
+    from vidspec.evaluation import demo
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[3])  # the recipes are named from the repository root
+    steps, missing = demo.train_steps(tmp_path)
+    assert missing == []
+    assert [role for role, *_ in steps] == ["target", "draft", "sparrow"]
+    for role, commands, run_dir, release in steps:
+        fit = commands[-1]
+        assert fit[:3] == ["train", "fit", "--config"] and Path(fit[3]).is_file() and fit[3] == demo.TRAIN_RECIPES[role]
+        assert run_dir == tmp_path / "train" / role and release == tmp_path / "releases" / role
+    sparrow = dict((role, commands) for role, commands, *_ in steps)["sparrow"]
+    target = str(tmp_path / "releases" / "target")
+    distill = [c for c in sparrow if c[0] == "distill-data"]
+    assert distill and all(c[c.index("--target") + 1] == target for c in distill)
+    assert sparrow[-1][-2:] == ["--model.init_args.target", target]

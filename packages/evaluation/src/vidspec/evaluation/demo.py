@@ -31,7 +31,8 @@ RELEASES_DIR = "data/releases"
 TRAIN_RECIPES = {
     "target": "configs/train/synthvid-target-cpu.yaml",
     "draft": "configs/train/synthvid-draft-cpu.yaml",
-    "sparrow": "configs/train/sparrow-synthvid-cpu.yaml",
+    # The CPU Sparrow recipe; --train distils it from the target it has just retrained (see train_models).
+    "sparrow": "configs/train/sparrow-tiny-cpu.yaml",
 }
 TINY_TARGET = "tiny-qwen2.5-vl"
 #: The loose methods' rules in the demo: DecodeConfig's defaults (λ 1, a loose mismatch kept where the target
@@ -202,29 +203,58 @@ def _recipe_commands(recipe: Path, prefix: str) -> list[list[str]]:
     return cmds
 
 
-def train_models(out: Path) -> tuple[dict[str, str], list[str]]:
-    """Retrain the CPU testbed models from their recipes (``--train``); returns (releases, missing).
+def train_steps(out: Path) -> tuple[list[tuple[str, list[list[str]], Path, Path]], list[str]]:
+    """What ``--train`` runs, role by role, without running it: ``(role, commands, run folder, release folder)``
+    per present recipe (``vidspec ...`` argument lists, the leading ``vidspec`` left out), and the lines
+    saying which recipes are missing.
 
-    Each present recipe runs as the commands its header states: the data command, then
-    ``vidspec train fit --config RECIPE``, then ``vidspec export`` into ``OUT/releases/<role>``.
+    Each recipe runs as the commands its header states: the data command, then ``vidspec train fit --config
+    RECIPE``, then ``vidspec export`` into ``OUT/releases/<role>``. When the target is retrained too, the
+    Sparrow draft is distilled from that target (its ``distill-data --target`` and the module's
+    ``--model.init_args.target``), as ``vidspec testbed build`` wires it: a draft made for another target is
+    refused at decoding time.
     """
-    vidspec = [sys.executable, "-m", "vidspec.decoding.cli"]
-    releases, missing = {}, []
+    steps, missing = [], []
+    target_release = out / "releases" / "target" if Path(TRAIN_RECIPES.get("target", "")).is_file() else None
     for role, recipe in TRAIN_RECIPES.items():
         path = Path(recipe)
         if not path.is_file():
             missing.append(f"--train: no recipe {recipe} yet ({role} not retrained)")
             continue
         # The data steps the recipe's header states (SynthVid; for Sparrow also the target's answers).
-        for cmd in _recipe_commands(path, "vidspec data") + _recipe_commands(path, "vidspec distill-data"):
-            _run_step(vidspec + cmd[1:])
+        data = [cmd[1:] for cmd in _recipe_commands(path, "vidspec data") + _recipe_commands(path, "vidspec distill-data")]
         run_dir = out / "train" / role
-        _run_step(vidspec + ["train", "fit", "--config", str(path), "--trainer.default_root_dir", str(run_dir)])
-        ckpts = sorted(run_dir.rglob("last.ckpt")) or sorted(Path("runs").glob(f"{path.stem}/**/last.ckpt"))
+        fit = ["train", "fit", "--config", str(path), "--trainer.default_root_dir", str(run_dir)]
+        if role == "sparrow" and target_release is not None:
+            data = [_with_option(cmd, "--target", str(target_release)) if cmd[0] == "distill-data" else cmd
+                    for cmd in data]
+            fit += ["--model.init_args.target", str(target_release)]
+        steps.append((role, [*data, fit], run_dir, out / "releases" / role))
+    return steps, missing
+
+
+def _with_option(cmd: list[str], flag: str, value: str) -> list[str]:
+    """``cmd`` with ``flag``'s value replaced (or the pair appended)."""
+    if flag in cmd[:-1]:
+        i = cmd.index(flag)
+        return [*cmd[: i + 1], value, *cmd[i + 2:]]
+    return [*cmd, flag, value]
+
+
+def train_models(out: Path) -> tuple[dict[str, str], list[str]]:
+    """Retrain the CPU testbed models from their recipes (``--train``, the steps of :func:`train_steps`);
+    returns (releases, missing)."""
+    vidspec = [sys.executable, "-m", "vidspec.decoding.cli"]
+    releases: dict[str, str] = {}
+    steps, missing = train_steps(out)
+    for role, commands, run_dir, rel in steps:
+        for cmd in commands:
+            _run_step(vidspec + cmd)
+        recipe = Path(TRAIN_RECIPES[role])
+        ckpts = sorted(run_dir.rglob("last.ckpt")) or sorted(Path("runs").glob(f"{recipe.stem}/**/last.ckpt"))
         if not ckpts:
             missing.append(f"--train: {recipe} wrote no last.ckpt")
             continue
-        rel = out / "releases" / role
         _run_step(vidspec + ["export", "--ckpt", str(ckpts[-1]), "--out", str(rel)])
         releases[role] = str(rel)
     return releases, missing
