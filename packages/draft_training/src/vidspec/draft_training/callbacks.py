@@ -243,9 +243,9 @@ class PinNumerics(L.Callback):
 
     Why: torch picks its intra-op thread count per process (from the usable cores, the CPU affinity,
     ``OMP_NUM_THREADS``), and on the CPU a sum split over 2 threads is added in another order than over 1: the same
-    weights and batch give a loss a few ulps apart, and the gap grows over the steps. A run resumed by a process
-    that got another count (another ``OMP_NUM_THREADS``, a job scheduler's CPU set) drifted from the uninterrupted
-    run by up to 1.2e-4. On resume each setting that differs from the checkpoint's is set back to it, with one
+    weights and batch give a loss a few ulps apart, and the gap grows over the steps: a tiny run killed with 2
+    threads and resumed by a process that got 1 (another ``OMP_NUM_THREADS``, a job scheduler's CPU set) drifted
+    from the uninterrupted run by ~5e-7 within 8 steps. On resume each setting that differs from the checkpoint's is set back to it, with one
     logged line; one that cannot be matched is a loud warning (the run goes on, no longer bit-exact). A thread count
     above the usable cores is still matched (the same sums, only slower), with a warning. A checkpoint written
     before these were recorded resumes as before, with a warning that exactness is not checked.
