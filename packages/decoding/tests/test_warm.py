@@ -104,3 +104,20 @@ def test_compile_artifacts_failures_leave_the_caches_alone(monkeypatch, tmp_path
     assert compile_cache.use_compile_cache() == tmp_path / "cc"  # a warning, not an error
     assert compile_cache.save_compile_artifacts() is None
     assert sum("bad artifacts" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_compile_cache_replaces_torchs_default_folder(monkeypatch, tmp_path):
+    """Importing Dynamo writes torch's default folder into TORCHINDUCTOR_CACHE_DIR; that is not a user's choice,
+    so the fast engine's folder still applies (on the GPU every process otherwise shared the temporary folder)."""
+    import torch._dynamo  # noqa: F401 - what the fast engine's processes have imported before compiling
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+    monkeypatch.setenv(compile_cache.ENV, str(tmp_path / "ours"))
+    assert compile_cache.use_compile_cache() == tmp_path / "ours"
+    import os
+
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "ours")
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    assert cache_dir() == str(tmp_path / "ours")  # what Inductor will use

@@ -6,7 +6,10 @@ disk; by default under the system's temporary directory, which containers and re
 fast engine points them at a user cache folder instead before its first compilation:
 
 - ``$VIDSPEC_COMPILE_CACHE`` when set, else ``$XDG_CACHE_HOME/vidspec/torch-compile`` (``~/.cache/...``);
-- only where the user has not chosen one: an existing ``TORCHINDUCTOR_CACHE_DIR`` is kept.
+- only where the user has not chosen one: an existing ``TORCHINDUCTOR_CACHE_DIR`` is kept, unless it is
+  torch's own default folder. Importing Dynamo writes that default into ``TORCHINDUCTOR_CACHE_DIR`` (torch
+  resolves its cache folder at import and records it there), so a process that imported Dynamo before the
+  fast engine compiled would otherwise keep the temporary folder: the default counts as unset.
 
 A process then still traces the functions with Dynamo and looks their compiled code up (about a
 second per compiled variant at 7B shape), but loads the compiled kernels instead of generating and
@@ -68,7 +71,7 @@ def use_compile_cache() -> Path:
     folder leaves torch's default in place.
     """
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    if current:
+    if current and not _is_torch_default(current):
         path = Path(current)
     else:
         path = compile_cache_dir()
@@ -77,6 +80,7 @@ def use_compile_cache() -> Path:
         except OSError:
             return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR", ""))
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(path)
+        _forget_cache_paths()
     try:
         import torch._inductor.config as inductor_config
 
@@ -88,6 +92,26 @@ def use_compile_cache() -> Path:
     if artifacts is not None:
         _load_artifacts(artifacts)
     return path
+
+
+def _is_torch_default(folder: str) -> bool:
+    """Whether ``folder`` is the cache folder torch picks when none is chosen (and writes into the environment)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # pragma: no cover - a torch build without Inductor
+        return False
+    return os.path.abspath(folder) == os.path.abspath(default_cache_dir())
+
+
+def _forget_cache_paths() -> None:
+    """Drop the paths Inductor derived from its cache folder so far (none is expected before the first compile;
+    cheap insurance after the folder changed)."""
+    try:
+        from torch._inductor.utils import clear_caches
+
+        clear_caches()
+    except Exception:  # noqa: BLE001 - a torch without it has nothing to forget
+        pass
 
 
 def _load_artifacts(artifacts: Path) -> bool:

@@ -20,6 +20,7 @@ Import this module only where Triton exists (CUDA, or CPU with ``TRITON_INTERPRE
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 import triton
@@ -146,10 +147,15 @@ def _attn_merge_kernel(po_ptr, pm_ptr, pl_ptr, out_ptr, REP, HQ, ROWS_PAD,
 # On CUDA the split kernel's key block, warps and pipelining depth are tuned once per step shape
 # (T, rows per KV head): a 63-row verify step wants different tiles than a 7-row AR step. Tuning
 # runs during the warm-up before a CUDA graph is captured; the kernel is idempotent (it only
-# writes the partial results), so repeated benchmark launches are harmless.
+# writes the partial results), so repeated benchmark launches are harmless. The key block sets how
+# a split sums its keys, so two processes that tuned differently can round differently, and on
+# near-tied logits (random weights) decode other tokens: where Triton can (``cache_results``), the
+# first process's choice is kept in Triton's cache and later processes reuse it (no re-timing either).
 _TUNE_CONFIGS = [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=st)
                  for bn in (16, 32, 64) for w in (4, 8) for st in (2, 3)]
-_attn_split_tuned = triton.autotune(_TUNE_CONFIGS, key=["T", "REP", "HQ"])(_attn_split_kernel)
+_PERSIST_TUNING = ({"cache_results": True}
+                   if "cache_results" in inspect.signature(triton.autotune).parameters else {})
+_attn_split_tuned = triton.autotune(_TUNE_CONFIGS, key=["T", "REP", "HQ"], **_PERSIST_TUNING)(_attn_split_kernel)
 
 
 def _pow2(n: int) -> int:
