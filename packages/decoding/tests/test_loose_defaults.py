@@ -20,12 +20,26 @@ from vidspec.decoding.verifiers.switch import DEFAULT_LOOSE_PATIENCE, LooseSwitc
 def test_defaults_are_the_probability_gate_and_paper_is_lvspecs_rule():
     cfg = DecodeConfig()
     assert (cfg.lam, cfg.predicate, cfg.eps) == (DEFAULT_LOOSE["lam"], DEFAULT_LOOSE["predicate"], DEFAULT_LOOSE["eps"])
-    assert (cfg.lam, cfg.predicate) == (1.0, "prob")
+    assert (cfg.lam, cfg.predicate, cfg.pst_window) == (1.0, "prob", 0)  # PST off by default
     paper = DecodeConfig.paper(k=6)
-    assert (paper.lam, paper.predicate, paper.eps, paper.k) == (0.7, "always", 0.01, 6)
+    assert (paper.lam, paper.predicate, paper.eps, paper.pst_window, paper.k) == (0.7, "always", 0.01, 3, 6)
     # The paper's rule is LVSpecConfig's (the algorithm's own defaults, docs/algorithms.md).
     ref = LVSpecConfig()
     assert {k: getattr(ref, k) for k in PAPER_LOOSE} == PAPER_LOOSE
+
+
+def test_pst_window_zero_turns_pst_off(tiny, clip):
+    t, d = tiny("tiny-qwen2.5-vl"), tiny("tiny-qwen2.5-vl-draft")
+    req = Request("Describe the video.", clip)
+    base = {"lam": 1.0, "predicate": "always", "k": 4, "adaptive": False}
+    with_pst = build_decoder("lvspec-pst", target=t, draft=d, config=DecodeConfig(**base, pst_window=3))
+    without = build_decoder("lvspec-pst", target=t, draft=d, config=DecodeConfig(**base, pst_window=0))
+    plain = build_decoder("lvspec", target=t, draft=d, config=DecodeConfig(**base))
+    assert without.verifier.device_spec(()).shift is False and with_pst.verifier.device_spec(()).shift is True
+    res = without.generate(req, max_new_tokens=32)
+    assert res.shift_accepted == 0 and res.token_ids == plain.generate(req, max_new_tokens=32).token_ids
+    with pytest.raises(ConfigError, match="pst_window"):
+        DecodeConfig(pst_window=-1)
 
 
 def test_demo_takes_its_rules_from_the_config():

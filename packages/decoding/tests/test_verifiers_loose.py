@@ -467,7 +467,7 @@ def test_threshold_quantile_and_calibrate() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [dict(lam=1.5), dict(window=0), dict(predicate="maybe"), dict(top_k=0), dict(eps=0.0), dict(pst_window=0),
+    [dict(lam=1.5), dict(window=0), dict(predicate="maybe"), dict(top_k=0), dict(eps=0.0), dict(pst_window=-1),
      dict(lam=0.7, pst_lam=0.5), dict(quantile="median"), dict(score_row="next")],
 )  # fmt: skip
 def test_config_validation(bad: dict) -> None:

@@ -235,7 +235,7 @@ class LVSpecConfig:
         top_k: k of the "topk" predicate.
         eps: ε of the "prob" predicate.
         pst: enable position-shift tolerance.
-        pst_window: w: PST accepts d_i when the target's token is among d_{i-w}..d_{i+w}.
+        pst_window: w: PST accepts d_i when the target's token is among d_{i-w}..d_{i+w}; 0 turns PST off.
         pst_lam: fraction of lowest-relevance positions where PST may act (same quantile
             source as ``lam``). None = ``lam``: PST only at loose positions, so "visually
             relevant" means "not loose" and PST only rescues loose positions whose predicate
@@ -285,8 +285,8 @@ class LVSpecConfig:
             raise ConfigError(f"top_k must be >= 1, got {self.top_k}")
         if not 0.0 < self.eps <= 1.0:
             raise ConfigError(f"eps must be in (0, 1], got {self.eps}")
-        if self.pst_window < 1:
-            raise ConfigError(f"pst_window must be >= 1, got {self.pst_window}")
+        if self.pst_window < 0:
+            raise ConfigError(f"pst_window must be >= 0 (0: no PST), got {self.pst_window}")
         if self.pst_lam is not None and not self.lam <= self.pst_lam <= 1.0:
             raise ConfigError(f"pst_lam must be in [lam, 1] = [{self.lam}, 1], got {self.pst_lam}")
         if self.score_row not in ("token", "predictor"):
@@ -527,7 +527,7 @@ class LVSpecVerifier:
         cached = self._specs.get(stops)  # asked once per round: built once per set of stop ids
         if cached is None:
             cached = self._specs[stops] = LooseSpec(self.protected | stops, cfg.eps if cfg.predicate == "prob" else None,
-                                                    cfg.pst, cfg.pst_window)
+                                                    cfg.pst and cfg.pst_window > 0, cfg.pst_window)
         return cached
 
     def draft_scores(self, out: VerifyOutput, ctx: VerifyContext, k: int) -> list[float]:
