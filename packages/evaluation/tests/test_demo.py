@@ -23,7 +23,8 @@ def test_demo_falls_back_to_tiny_models(tmp_path, capsys):
     assert (out / "plots" / "synthvid_captions-pareto.png").is_file()
     assert json.loads((out / "eval" / "summary.json").read_text())["n_samples"] == 1
     cfg = json.loads((out / "eval" / "config.json").read_text())["decode"]  # the headline's probability gate by default
-    assert (cfg["lam"], cfg["predicate"], cfg["eps"]) == (1.0, "prob", 0.3) and "probability gate" in printed
+    assert (cfg["lam"], cfg["predicate"], cfg["eps"], cfg["pst_window"]) == (1.0, "prob", 0.5, 0)
+    assert "probability gate" in printed
     paper = tmp_path / "demo-paper"
     assert main(["demo", "--limit", "1", "--max-new-tokens", "4", "--out", str(paper), "--data-dir", str(tmp_path / "sv"),
                  "--releases", str(tmp_path / "no-releases"), "--no-progress", "--paper_rule", "true"]) == 0

@@ -36,7 +36,7 @@ TRAIN_RECIPES = {
 }
 TINY_TARGET = "tiny-qwen2.5-vl"
 #: The loose methods' rules in the demo: DecodeConfig's defaults (λ 1, a loose mismatch kept where the target
-#: gives the draft's token p >= 0.3), or with ``paper_rule`` LVSpec's own (λ 0.7 by relevance, every loose
+#: gives the draft's token p >= ε, no PST), or with ``paper_rule`` LVSpec's own (λ 0.7 by relevance, every loose
 #: mismatch accepted); both come from vidspec.decoding.config, the one place they are defined.
 DEMO_LOOSE = DEFAULT_LOOSE
 TINY_DRAFT = "tiny-qwen2.5-vl-draft"
@@ -295,7 +295,8 @@ def run_demo(out: str | None = None, limit: int = 8, max_new_tokens: int = 40, d
     loose = PAPER_LOOSE if paper_rule else DEMO_LOOSE
     print("  loose methods: " + ("LVSpec's own rule (lam 0.7 by relevance, every loose mismatch accepted)" if paper_rule
                                  else "the defaults, a probability gate (lam 1, a mismatch kept where the target "
-                                      "gives the draft's token p >= 0.3); --paper_rule for LVSpec's own"))
+                                      f"gives the draft's token p >= {DEMO_LOOSE['eps']}, no PST); --paper_rule for "
+                                      "LVSpec's own"))
     cfg = EvalConfig(benchmark="synthvid_captions", data=str(data), out=str(out_dir / "eval"), limit=limit,
                      target=choice.target, draft=choice.draft, sparrow=choice.sparrow, methods=methods,
                      max_new_tokens=max_new_tokens, progress=progress, decode=DecodeConfig(**loose))
