@@ -18,8 +18,10 @@ unless ``TRITON_CACHE_DIR`` says otherwise), which persists already.
 
 Opt-in, ``$VIDSPEC_COMPILE_ARTIFACTS`` (a file path): torch's portable cache artifacts ("mega cache",
 ``torch.compiler.save_cache_artifacts``) with Dynamo's caching precompile
-(``torch._dynamo.config.caching_precompile``, experimental in torch), so that a later process also
-skips Dynamo's tracing of the functions a warm-up compiled:
+(``torch._dynamo.config.caching_precompile``, experimental in torch), meant to let a later process also
+skip Dynamo's tracing of the functions a warm-up compiled. On torch 2.11 at the 7B shape it did not: the
+warm-up took longer with it (torch bypassed its AOTAutograd cache and loaded no Dynamo entry; docs/results.md,
+section 11), so it is off unless asked for. What it does:
 
 - before the first compilation, the file (when it exists) is loaded into the caches
   (``torch.compiler.load_cache_artifacts``): a fresh machine or container given the file starts warm;
