@@ -105,7 +105,7 @@ def test_lvspec_pst_fast_equals_eager(tiny, clip, name):
     """
     target, draft = tiny(name), tiny(name + "-draft")
     req = Request("Describe the video.", clip)
-    loose = dict(lam=0.7, top_n=10, pst_window=3)
+    loose = dict(lam=0.7, top_n=10, pst_window=3, predicate="always")  # the paper's rule: relevance decides
     eager = build_decoder("lvspec-pst", target=target, draft=draft, k=4, loose=loose)
     fast = build_decoder("lvspec-pst", target=target, draft=draft, k=4, loose=loose, engine="fast",
                          fast_options=FAST)

@@ -129,12 +129,15 @@ class _Proxy:
         return self._overrides[name] if name in self._overrides else getattr(self._inner, name)
 
 
+RULES = {"default": {}, "gate": {"eps": 0.3, "pst_window": 3}, "paper": dict(PAPER_LOOSE)}
+
+
 @pytest.mark.parametrize("engine", ["eager", "fast"])
-@pytest.mark.parametrize("rule", ["default", "paper"])
+@pytest.mark.parametrize("rule", list(RULES))
 def test_matching_draft_costs_sparrow_lvspec_pst_no_more_than_sparrow(tiny, clip, drafts, engine, rule):
     """With a draft that always matches the target the loose rule can never help: sparrow-lvspec-pst then
-    makes exactly sparrow's target and drafter calls, and after the switch's patience its target steps carry
-    neither the loose rule nor the relevance inputs."""
+    makes exactly sparrow's target and drafter calls. The defaults are verified strictly from the first round
+    (no rule in the verify step, no relevance); a looser rule stops after the switch's patience."""
     from vidspec.decoding.fast import FastTarget
 
     name = "tiny-qwen2.5-vl"
@@ -142,7 +145,7 @@ def test_matching_draft_costs_sparrow_lvspec_pst_no_more_than_sparrow(tiny, clip
     req = Request("Describe the video.", clip)
     max_new = 24 * 5  # 24 rounds of K 4 + bonus when every draft is accepted
     ar = build_decoder("ar", target=base).generate(req, max_new_tokens=max_new)
-    cfg = (DecodeConfig.paper if rule == "paper" else DecodeConfig)(engine=engine, k=4)
+    cfg = DecodeConfig(engine=engine, k=4, **RULES[rule])
     runs = {}
     for method in ("sparrow", "sparrow-lvspec-pst"):
         target = FastTarget(base, max_len=1024) if engine == "fast" else base
@@ -156,12 +159,24 @@ def test_matching_draft_costs_sparrow_lvspec_pst_no_more_than_sparrow(tiny, clip
     assert len(sp.steps) > DEFAULT_LOOSE_PATIENCE  # long enough for the switch to act
     assert (c_lv.verify, c_lv.propose) == (c_sp.verify, c_sp.propose)
     assert record["loose_stopped_at"] is not None and record["loose_helped_rounds"] == 0
-    assert c_lv.mid <= (DEFAULT_LOOSE_PATIENCE if rule == "paper" else 0)  # the defaults read no relevance
     assert c_sp.mid == 0 and c_sp.loose_steps == 0
-    if engine == "fast" and rule == "default":
+    assert c_lv.mid <= (DEFAULT_LOOSE_PATIENCE if rule == "paper" else 0)  # only the paper's rule reads relevance
+    if engine == "fast" and rule == "gate":
         assert 0 < c_lv.loose_steps <= DEFAULT_LOOSE_PATIENCE  # the rule ran in the verify step, then stopped
     else:
         assert c_lv.loose_steps == 0
+
+
+@pytest.mark.parametrize(("changes", "strict"), [
+    ({}, True), ({"eps": 0.3}, False), ({"pst_window": 3}, False), ({"lam": 0.0, "predicate": "always"}, True),
+    ({"predicate": "topk", "top_k": 1}, True), ({"predicate": "always"}, False), (dict(PAPER_LOOSE), False)])
+def test_strict_equivalent_rules(tiny, changes, strict):
+    from vidspec.decoding.methods import build_verifier_for
+
+    verifier = build_verifier_for("sparrow-lvspec-pst", tiny("tiny-qwen2.5-vl"), DecodeConfig(**changes).loose_options())
+    assert verifier.strict_equivalent is strict
+    if strict:
+        assert verifier.device_spec(()) is None
 
 
 def test_switch_follows_adaptive_and_can_be_given(tiny):

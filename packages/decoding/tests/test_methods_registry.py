@@ -39,7 +39,7 @@ def test_the_module_docstring_table_follows_the_registry():
 
 def test_decode_config_validates_on_construction(tmp_path):
     cfg = DecodeConfig()
-    assert cfg.tree == DEFAULT_TREE and cfg.fast_options() is None and cfg.loose_options()["lam"] == 0.7
+    assert cfg.tree == DEFAULT_TREE and cfg.fast_options() is None and cfg.loose_options()["lam"] == 1.0
     fast = DecodeConfig(engine="fast", fast_gemv="all", fast_compile=False, fast_max_len=512)
     assert fast.fast_options() == {"max_len": 512, "gemv": "all", "compile": False}
     for bad, needle in (({"k": 0}, "--k"), ({"engine": "turbo"}, "unknown engine"), ({"fast_gemv": "x"}, "fast-gemv"),

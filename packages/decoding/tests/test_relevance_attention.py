@@ -143,7 +143,7 @@ def test_scorer_in_unit_interval_during_decoding(tiny, clip, name, heads):
     from vidspec.decoding.methods import build_decoder
 
     dec = build_decoder("lvspec", target=tiny(name), draft=tiny(f"{name}-draft"),
-                        loose={"scorer": "attention", "attention_heads": heads, "lam": 0.7})
+                        loose={"scorer": "attention", "attention_heads": heads, "lam": 0.7, "predicate": "always"})
     assert isinstance(dec.verifier.scorer, AttentionMassScorer)
     assert dec.verifier.need == frozenset({HEADS[heads]})
     rec = dec.verifier.scorer = _Recording(dec.verifier.scorer)
@@ -251,7 +251,7 @@ def test_generate_lvspec_pst_with_attention_relevance(capfd, bikes, built, name)
 def test_generate_scorer_flag(capfd, bikes, built):
     """``--scorer attention`` reaches the verifier (mean heads by default); the default stays cosine."""
     code, out, err = _generate(capfd, "--target", "tiny-llava-ov", "--method", "lvspec", "--scorer", "attention",
-                               "--video", bikes, "--max-new-tokens", "16", "--json")
+                               "--loose", "paper", "--video", bikes, "--max-new-tokens", "16", "--json")
     assert code == 0, err
     assert isinstance(built[-1].verifier.scorer, AttentionMassScorer)
     assert built[-1].verifier.scorer.config.heads == "mean" and built[-1].verifier.need == frozenset({NEED_ATTN})
@@ -276,9 +276,10 @@ def test_generate_bad_scorer_options_are_one_line(capfd, bikes, built, args, nee
 
 
 def test_generate_attention_on_fast_engine_is_one_line(capfd, bikes):
-    """The fast engine does not compute attention: the engine's ConfigError, one line, exit 2."""
+    """The fast engine does not compute attention: the engine's ConfigError, one line, exit 2 (the paper's rule
+    reads relevance; the defaults do not)."""
     code, out, err = _generate(capfd, "--target", "tiny-qwen2.5-vl", "--method", "lvspec-pst", "--scorer",
-                               "attention", "--engine", "fast", "--fast-max-len", "512", "--video", bikes,
+                               "attention", "--loose", "paper", "--engine", "fast", "--fast-max-len", "512", "--video", bikes,
                                "--max-new-tokens", "4", "--json")
     assert code == 2 and "attn_to_visual" in _one_line(err)
     assert out == ""

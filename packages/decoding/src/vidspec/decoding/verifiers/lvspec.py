@@ -37,7 +37,7 @@ import torch
 from vidspec.decoding.errors import ConfigError
 from vidspec.decoding.types import AcceptKind, Decision, Proposal, VerifyContext, VerifyOutput
 from vidspec.decoding.verifiers.relevance import CosineTopNScorer, RelevanceScorer
-from vidspec.decoding.verifiers.strict import accept_by_ratio, draft_probs, target_probs
+from vidspec.decoding.verifiers.strict import StrictVerifier, accept_by_ratio, draft_probs, target_probs
 
 Predicate = Literal["always", "topk", "prob"]
 QuantileSource = Literal["running", "round", "threshold"]
@@ -501,6 +501,24 @@ class LVSpecVerifier:
         self.need: frozenset[str] = frozenset() if self.relevance_blind else frozenset(self.scorer.need)
         self._memory_key = f"{self.name}.relevance_window"
         self._specs: dict[frozenset[int], LooseSpec] = {}
+        self._strict = StrictVerifier()
+
+    @property
+    def strict_equivalent(self) -> bool:
+        """Whether, greedy, this rule can keep no token that strict verification would reject.
+
+        True when no position is loose (λ 0), or when the loose gate only opens for a draft token the target
+        ranks first ("prob" with ε >= 0.5: a token with p >= 0.5 is the target's argmax, but for an exact
+        0.5 / 0.5 tie, which is then resolved as strict resolves it; "topk" with k 1), and PST cannot act
+        (off, window 0, or no PST band). Such a rule is verified strictly: no decision walk on the host, no
+        rule in a fast target's verify step, so it does exactly the strict method's work.
+        """
+        cfg = self.config
+        pst_lam = cfg.lam if cfg.pst_lam is None else cfg.pst_lam
+        no_pst = not cfg.pst or cfg.pst_window == 0 or (cfg.quantile != "threshold" and pst_lam <= 0)
+        gate_shut = (cfg.lam <= 0 and cfg.quantile != "threshold") or (cfg.predicate == "prob" and cfg.eps >= 0.5) \
+            or (cfg.predicate == "topk" and cfg.top_k == 1)
+        return no_pst and gate_shut
 
     @property
     def relevance_blind(self) -> bool:
@@ -521,7 +539,8 @@ class LVSpecVerifier:
         the logits and the tokens alone. ``stop_ids``: the request's end-of-sequence ids (protected too).
         """
         cfg = self.config
-        if not (cfg.device_walk and self.relevance_blind and cfg.predicate in ("prob", "always")):
+        if not (cfg.device_walk and self.relevance_blind and cfg.predicate in ("prob", "always")) \
+                or self.strict_equivalent:
             return None
         stops = stop_ids if isinstance(stop_ids, frozenset) else frozenset(int(i) for i in stop_ids)
         cached = self._specs.get(stops)  # asked once per round: built once per set of stop ids
@@ -578,6 +597,8 @@ class LVSpecVerifier:
         k = len(proposal.tokens)
         if k == 0:
             return loose_walk(proposal, out, ctx, LoosePolicy((), ()))
+        if ctx.temperature <= 0 and self.strict_equivalent:
+            return self._strict.verify(proposal, out, ctx)  # the same decision, at strict's cost
         on_device = getattr(out, "loose_decision", None)
         if (on_device is not None and self.config.device_walk and ctx.temperature <= 0
                 and getattr(out, "loose_spec", None) == self.device_spec(ctx.stop_ids)):
