@@ -54,9 +54,11 @@ from vidspec.evaluation.testbed.figures import caption_rows
 LAMS = (0.3, 0.5, 0.7, 0.9)
 #: --sweep: LVSpec's own rule (λ 0.7 of the draft positions, the least visually relevant by the top-10 cosine score of
 #: the middle layer, are loose, and every loose mismatch passes), with vidspec's strict negations and numbers
-#: (protect) and PST's window of 3; each knob named, so that the package's defaults do not decide.
+#: (protect) and PST's window of 3; each knob named, so that the package's defaults do not decide. Every round drafts
+#: K tokens (adaptive off: vidspec's adaptive policy would shrink K per request where acceptance is low, so a K of the
+#: sweep would not be the K that ran, and the records' per-position counts would mix draft lengths).
 PAPER = {"lam": 0.7, "predicate": "always", "eps": 0.01, "top_k": 5, "top_n": 10, "scorer": "cosine",
-         "relevance_layer": None, "pst_window": 3, "protect": True, "engine": "eager"}
+         "relevance_layer": None, "pst_window": 3, "protect": True, "engine": "eager", "adaptive": False}
 #: --sweep: the probability gate (every position loose, a mismatch kept where the target gives the draft's token
 #: probability >= eps; the relevance score then decides nothing), as `vidspec demo` ran it.
 PROB = {**PAPER, "lam": 1.0, "predicate": "prob", "eps": 0.3}

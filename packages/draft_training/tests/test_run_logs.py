@@ -36,14 +36,10 @@ def test_text_progress_line_every_n_steps(capsys, monkeypatch):
 
 
 RECIPES = sorted((ROOT / "configs" / "train").glob("*.yaml"))
-#: recipes whose logs are not versioned yet (a rerun overwrites their config.yaml)
-UNVERSIONED = {"synthvid-draft-qwen2.5-vl-fifth-gpu.yaml"}
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.name for r in RECIPES])
 def test_recipes_version_their_run_folders(recipe):
-    if recipe.name in UNVERSIONED:
-        pytest.xfail("its logs are not versioned yet")
     cfg = yaml.safe_load(recipe.read_text())
     logger = cfg["trainer"]["logger"]["init_args"]
     assert logger.get("version") is None  # Lightning numbers version_0, version_1, ...: nothing is overwritten
