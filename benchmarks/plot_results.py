@@ -1,4 +1,4 @@
-"""The two figures of docs/results.md, drawn from the result files kept in benchmarks/results.
+"""The figures of docs/results.md, drawn from the result files kept in benchmarks/results.
 
 - ``docs/img/speedup_vs_retention.png``: left, decode speedup (DSR, the drafter's prompt feed counted in the
   decode) against caption retention for every method of three ``vidspec eval``/``vidspec demo`` runs (H200
@@ -9,9 +9,12 @@
   recipe on the H200 (one line per video, 64 vs 1536 frames, and the mean); right, ``sparrow_long_video.py``
   on CPU (Sparrow and the draft VLM at 8, 64 and 256 frames).
 
-Both PNGs are written as 256-colour palette images to stay small. Usage (seconds on CPU)::
+- ``docs/img/loose_tradeoff.png``: the loose knobs on CPU, per release set (``loose_defaults.py``, the tuning
+  seed): τ against the caption fact-F1 lost, the defaults and LVSpec's own rule marked.
 
-    .venv/bin/python benchmarks/plot_results.py            # writes both into docs/img/
+The PNGs are written as 256-colour palette images to stay small. Usage (seconds on CPU)::
+
+    .venv/bin/python benchmarks/plot_results.py            # writes them into docs/img/
     .venv/bin/python benchmarks/plot_results.py --out DIR
 """
 
@@ -149,16 +152,69 @@ def tau_vs_video_length(out: Path) -> Path:
     return path
 
 
+#: (settings label in loose_defaults_cpu.json, marker) of the points each method's line joins: the probability
+#: gate at λ 1 as ε rises
+EPS_LINE = tuple(f"prob eps {e} lam 1" for e in (0.2, 0.3, 0.4, 0.5))
+LOOSE_COLORS = {"lvspec": "tab:blue", "lvspec-pst": "tab:orange", "fly": "tab:green", "sparrow-lvspec-pst": "tab:red"}
+
+
+def loose_tradeoff(out: Path) -> Path:
+    """Draw ``loose_tradeoff.png`` into ``out`` from ``loose_defaults_cpu.json``; return its path.
+
+    One panel per release set (the tuning seed): τ against the caption fact-F1 lost against AR, on a
+    symmetric-log axis so that the 0-2% region where the defaults were chosen stays readable beside the paper
+    rule's 30-60% losses. Each loose method's line follows the probability gate as ε rises; the other knob
+    settings are its open markers; the defaults are circled and the paper rule crossed.
+    """
+    import matplotlib.pyplot as plt
+
+    runs = json.loads((RESULTS / "loose_defaults_cpu.json").read_text())["runs"]
+    tune = [(name, run) for name, run in runs.items() if run.get("role") == "tune"]
+    fig, axes = plt.subplots(1, len(tune), figsize=(5.6 * len(tune), 4.6), squeeze=False)
+    default_label = runs[tune[0][0]]["defaults_label"]
+    for ax, (name, run) in zip(axes[0], tune):
+        settings = run["settings"]
+
+        def point(label: str, method: str, settings: dict = settings) -> tuple[float, float] | None:
+            row = settings.get(label, {}).get("methods", {}).get(method, {}).get("synthvid_captions")
+            return None if row is None else (max(0.0, 100 * (1 - row["retention"])), row["tau"])
+
+        for method, color in LOOSE_COLORS.items():
+            line = [p for lab in EPS_LINE if (p := point(lab, method))]
+            if line:
+                ax.plot([p[0] for p in line], [p[1] for p in line], "o-", color=color, ms=4, lw=1, label=method)
+            others = [p for lab in settings if lab not in EPS_LINE + ("strict", "paper") and (p := point(lab, method))]
+            ax.scatter([p[0] for p in others], [p[1] for p in others], facecolors="none", edgecolors=color, s=25)
+            if (p := point(default_label, method)) is not None:
+                ax.scatter([p[0]], [p[1]], s=180, facecolors="none", edgecolors="black", lw=1.5)
+            if (p := point("paper", method)) is not None:
+                ax.scatter([p[0]], [p[1]], marker="X", s=90, color=color, edgecolors="black", lw=0.6)
+        for method, ls in (("sd", ":"), ("sparrow", "--")):
+            if (p := point("strict", method)) is not None:
+                ax.axhline(p[1], color="grey", lw=0.9, ls=ls, label=f"{method} (strict) τ")
+        ax.axvline(1.0, color="black", lw=0.8, ls="-.", label="1% lost (99% retention)")
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlim(-0.1, 100)
+        ax.set_xlabel("caption fact-F1 lost vs AR (%), symlog; 0 = all kept")
+        ax.set_ylabel("τ on CPU (tokens per target pass)")
+        ax.set_title(f"{name}: circled = defaults, X = paper rule", fontsize=9)
+        ax.legend(fontsize=6.5, loc="lower right")
+    fig.tight_layout()
+    path = _save_png(fig, out / "loose_tradeoff.png")
+    plt.close(fig)
+    return path
+
+
 def main() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "docs" / "img"), help="folder for the two PNGs")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "img"), help="folder for the PNGs")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    for path in (speedup_vs_retention(out), tau_vs_video_length(out)):
+    for path in (speedup_vs_retention(out), tau_vs_video_length(out), loose_tradeoff(out)):
         print(f"{path} ({path.stat().st_size // 1024} KB)")
 
 
