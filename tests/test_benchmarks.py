@@ -134,6 +134,29 @@ def test_gemv_sweep_gpu_one_shape(tmp_path):
     assert json.loads(table.read_text())
 
 
+def test_loose_defaults_smoke(tmp_path):
+    """The sweep behind the loose defaults: strict, the defaults and the paper rule on two captions and two MCQs;
+    the defaults keep the strict twins' tokens (they are verified strictly), and parts merge into one file."""
+    from vidspec.evaluation.synthvid import SynthVidConfig, generate_synthvid
+
+    data = generate_synthvid(tmp_path / "sv", SynthVidConfig(num_videos=2, seed=3, preset="easy", frames=8,
+                                                            size="64x64", split="validation", styles="alpha:1,beta:1",
+                                                            mcq_per_video=1, open_per_video=0), progress=False)
+    out = tmp_path / "check.json"
+    _run("loose_defaults.py", "--data", str(data), "--grid", "check", "--limit", "2", "--max-new-tokens", "12",
+         "--out", str(out))
+    doc = json.loads(out.read_text())
+    _has_machine_info(doc)
+    rows = doc["settings"]
+    assert set(rows) == {"strict", "defaults", "paper"} and set(doc["ar"]) == {"synthvid_captions", "synthvid_mcq"}
+    for bench in ("synthvid_captions", "synthvid_mcq"):
+        assert rows["strict"]["methods"]["sd"][bench]["token_identical"] == 2
+        assert rows["defaults"]["methods"]["sparrow-lvspec-pst"][bench]["token_identical"] == 2
+    merged = tmp_path / "merged.json"
+    _run("loose_defaults.py", "merge", str(merged), f"set, seed 3:check:{out}")
+    assert json.loads(merged.read_text())["runs"]["set, seed 3"]["defaults_label"] == "defaults"
+
+
 def test_loose_ablation_smoke(tmp_path):
     """The speed x fidelity grid of the loose verifiers on the committed releases: every method decodes the
     same two captions and answers the same two questions; strict sd stays token-identical to AR."""
