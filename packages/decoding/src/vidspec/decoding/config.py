@@ -185,7 +185,9 @@ class DecodeConfig:
         adaptive: chain methods: shrink K, and stop drafting for the rest of a request, when the
             request's acceptance no longer pays for the draft steps
             (:class:`~vidspec.decoding.loops.chain.AdaptiveDraftPolicy`; lossless methods' output is
-            unchanged). false: always draft K.
+            unchanged); also, for a loose method, verify strictly for the rest of a request once its rule has
+            accepted nothing beyond strict for 16 drafting rounds
+            (:class:`~vidspec.decoding.verifiers.switch.LooseSwitch`). false: always draft K, and keep the rule.
         draft_cost: adaptive policy: cost of one draft token relative to one target verify step. A
             fixed figure, so that the policy's choices (and a loose method's output) depend on the
             acceptance only, never on timing noise; None measures it per request from the rounds'
