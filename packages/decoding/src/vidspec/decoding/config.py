@@ -49,7 +49,7 @@ GEMV_MODES: dict[str, bool | str] = {"off": False, "decode": True, "all": "all"}
 #: The loose methods' defaults: every draft position may be relaxed (λ 1), a mismatch is kept only where the
 #: target itself gives the draft's token probability >= ε = 0.5, and PST is off (window 0). Chosen so that
 #: fact-F1 and MCQ retention stay >= 99% on held-out SynthVid data with both committed release sets
-#: (docs/results.md, section 5): PST at λ 1 acts wherever the gate refused a mismatch and lost up to 1.2% of
+#: (docs/results.md, section 5): PST at λ 1 acts wherever the gate refused a mismatch and lost up to 1.4% of
 #: the facts, and ε 0.3 or 0.4 let a shape word through where the target was split 0.52 / 0.41 between two
 #: shapes. At ε 0.5 the gate keeps a draft token only where the target ranks it at least level with its own
 #: choice, so the defaults are nearly strict; on these testbeds the looser ε gained no τ. Being blind to
