@@ -32,8 +32,11 @@ def test_every_sample_and_method_recorded_with_the_schema(run):
         hints = set(typing.get_type_hints(SampleRecord))
         # Every field but the benchmark-dependent ones (a scoring protocol's scorer, categories) and the
         # adaptation's (only where a policy adapted) is always there.
-        optional = {"scorer", "categories", "k_history", "drafting_stopped_at"}
+        optional = {"scorer", "categories", "k_history", "drafting_stopped_at", "loose_stopped_at", "loose_rounds",
+                    "loose_helped_rounds"}
         assert hints - optional <= set(r) <= hints, "records follow the TypedDict"
+        if r["method"] in ("lvspec", "lvspec-pst", "fly", "sparrow-lvspec-pst") and r["target_passes"] > 1:
+            assert r["loose_rounds"] >= r["loose_helped_rounds"] >= 0 and "loose_stopped_at" in r  # the switch
         assert r["num_new_tokens"] == len(r["token_ids"]) >= 1
         assert r["wall_s"] >= r["prefill_s"] + r["decode_s"] > 0
         assert r["fact_precision"] is not None and r["metric"] == "synthvid_facts"

@@ -44,7 +44,8 @@ def test_tree_records_are_token_identical_to_ar(run):
         hints = set(typing.get_type_hints(SampleRecord))
         # Every field but the benchmark-dependent ones (a scoring protocol's scorer, categories) and the
         # adaptation's (only where a policy adapted) is always there.
-        optional = {"scorer", "categories", "k_history", "drafting_stopped_at"}
+        optional = {"scorer", "categories", "k_history", "drafting_stopped_at", "loose_stopped_at", "loose_rounds",
+                    "loose_helped_rounds"}
         assert hints - optional <= set(r) <= hints, "records follow the TypedDict"
         if r["method"] != "tree-sparrow":
             continue

@@ -78,7 +78,9 @@ class SampleRecord(TypedDict):
     every record of a run. ``k_history``/``drafting_stopped_at`` (chain methods with the adaptive draft
     policy): ``[tokens emitted, K from then on]`` pairs and the token count at which drafting stopped (None
     if it did not), as ``vidspec generate --json`` shows them; a tree method that stops drafting records the
-    same with its depth.
+    same with its depth. ``loose_stopped_at``/``loose_rounds``/``loose_helped_rounds`` (loose methods with the
+    policy): tokens emitted when the loose rule was switched off for the rest of the request (None if never),
+    drafting rounds with the rule on, and those where it accepted a token (``LooseSwitch``).
     ``rounds`` (since 2026-12-02): ``[drafted, accepted, emitted]`` of each target pass in order, so
     which token a round's draft missed can be located: the first token comes from the prefill, round
     ``j`` emits the ``emitted`` tokens after those of the rounds before it, and in a chain method's
@@ -129,6 +131,9 @@ class SampleRecord(TypedDict):
     warmup_s: NotRequired[float]
     k_history: NotRequired[list[list[int]]]
     drafting_stopped_at: NotRequired[int | None]
+    loose_stopped_at: NotRequired[int | None]
+    loose_rounds: NotRequired[int]
+    loose_helped_rounds: NotRequired[int]
 
 
 class JudgementRecord(TypedDict):

@@ -532,10 +532,12 @@ def round_timing(result: GenerationResult) -> dict[str, Any]:
 def adaptation_fields(decoder) -> dict[str, Any]:
     """What the decoder's per-request adaptation did in its last request, for the record (as ``vidspec generate
     --json`` shows it): ``k_history`` (``[tokens emitted, K from then on]`` pairs; for a tree method, its depth)
-    and ``drafting_stopped_at`` (tokens emitted when drafting stopped, or None). Empty when nothing adapted
-    (AR, or the policy off)."""
+    and ``drafting_stopped_at`` (tokens emitted when drafting stopped, or None); for a loose method, what its
+    request switch did (``loose_stopped_at``, ``loose_rounds``, ``loose_helped_rounds``;
+    :class:`~vidspec.decoding.verifiers.switch.LooseSwitch`). Empty when nothing adapted (AR, or the policy off)."""
     adaptation = getattr(decoder, "last_adaptation", None) or {}
-    return {k: adaptation[k] for k in ("k_history", "drafting_stopped_at") if k in adaptation}
+    keys = ("k_history", "drafting_stopped_at", "loose_stopped_at", "loose_rounds", "loose_helped_rounds")
+    return {k: adaptation[k] for k in keys if k in adaptation}
 
 
 def make_record(benchmark: str, sample: Sample, method: str, k: int, result: GenerationResult, video_s: float,
