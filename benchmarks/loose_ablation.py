@@ -30,7 +30,8 @@ given explicitly (:data:`PAPER`, :data:`PROB`) so that a change of the package d
 figures; then the same on the MCQs (``synthvid_mcq``). It writes the tables (τ, DSR, ESR, fact-F1 and MCQ retention,
 acceptance per draft position) to ``--out``, the per-position acceptance plot beside it (and to ``--img``), and the
 eval records of the caption runs at the K of ``--records-k`` to ``--records`` files (gzip JSONL, one per input set;
-``method`` as in the tables, ``input_set`` and ``setting`` added), which a projection to other model costs replays.
+``method`` as in the tables, ``input_set``, ``setting`` and ``sweep_k`` added: AR's records carry ``k`` 0), which a
+projection to other model costs replays.
 ``--contrast-draft`` runs a second draft at ``--contrast-k`` the same way. The eval run folders (``--runs``) make it
 resumable: the same command continues where a killed one stopped.
 
@@ -195,7 +196,7 @@ def sweep_cell(models, base: dict, k: int, run_dir: Path, reads, mcq_limit: int)
             r = json.loads(line)
             if r["method"] == "ar" and setting != "paper":
                 continue
-            r["method"], r["setting"] = names.get(r["method"], r["method"]), setting
+            r["method"], r["setting"], r["sweep_k"] = names.get(r["method"], r["method"]), setting, k
             records.append(r)
     return rows, records
 
