@@ -192,6 +192,9 @@ def test_loose_ablation_smoke(tmp_path):
 
     recs = [json.loads(x) for x in gzip.decompress(Path(f"{records}_clip_cpu.jsonl.gz").read_bytes()).splitlines()]
     assert {r["k"] for r in recs if r["method"] != "ar"} == {6} and {r["method"] for r in recs} == set(clip["6"])
+    assert {r["sweep_k"] for r in recs} == {6} and doc["settings"]["paper"]["decode"]["adaptive"] is False
+    # K never changed within a request (adaptive K off; rounds draft fewer only where the token budget ends)
+    assert all(len(r.get("k_history") or [[0, 6]]) == 1 for r in recs if r["method"] != "ar")
     assert Path(doc["plot"]).is_file()
 
 
