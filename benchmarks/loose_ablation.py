@@ -142,6 +142,7 @@ def interp(x: float, xs: list[float], ys: list[float]) -> float | None:
 
 
 def _ints(text: str, flag: str) -> list[int]:
+    """Positive integers of a comma-separated flag value; exits with one line on anything else."""
     try:
         vals = [int(x) for x in str(text).split(",") if x.strip()]
     except ValueError:
