@@ -148,8 +148,16 @@ def _ints(text: str, flag: str) -> list[int]:
     except ValueError:
         vals = []
     if not vals or min(vals) < 1:
-        raise SystemExit(f"error: {flag} takes positive integers separated by commas, got {text!r}")
+        _bad_input(f"{flag} takes positive integers separated by commas, got {text!r}")
     return vals
+
+
+def _bad_input(message: str) -> None:
+    """Exit 2 with one line on stderr (bad input, as the other benchmarks and the CLI do)."""
+    import sys
+
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def count_parameters(release: str) -> int | None:
@@ -240,7 +248,7 @@ def sweep(args) -> None:
     sets = [("clip", args.data, args.frames)] + ([("long", args.long_data, args.long_frames)] if args.long_data else [])
     for name, data, _ in sets:
         if not Path(data).is_dir():
-            raise SystemExit(f"error: no dataset folder {data} (the {name} input set; make it with vidspec data synthvid)")
+            _bad_input(f"no dataset folder {data} (the {name} input set; make it with vidspec data synthvid)")
     runs = Path(args.runs)
     results: dict = {}
     contrast: dict = {}
