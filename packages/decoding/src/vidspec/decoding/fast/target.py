@@ -549,6 +549,15 @@ class FastTarget:
         self.lm.new_cache()
         return len(self.lm._graphs) - before
 
+    def save_compile_artifacts(self) -> bool:
+        """After a warm-up, write the process's compile artifacts where ``$VIDSPEC_COMPILE_ARTIFACTS`` names (opt-in;
+        see :mod:`vidspec.decoding.fast.compile_cache`). True when a file was written. The warm-up in
+        :mod:`vidspec.decoding.loops.warm` calls it through the target, since the loops do not import the fast backend."""
+        from vidspec.decoding.fast.compile_cache import artifacts_path
+        from vidspec.decoding.fast.compile_cache import save_compile_artifacts as save
+
+        return artifacts_path() is not None and save() is not None
+
     def warmup_contexts(self, first: int, last: int) -> tuple[int, ...]:
         """Context lengths whose steps cover every cache bucket between ``first`` and ``last`` positions."""
         first = max(0, min(first, self.lm.max_len - 1))
