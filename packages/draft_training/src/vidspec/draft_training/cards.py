@@ -107,6 +107,12 @@ def data_facts(manifest: dict) -> list[str]:
     return [line]
 
 
+def _python_use(build_args: str, *body: str) -> list[str]:
+    """The card's Python example: build a decoder with ``build_decoder(build_args)``, then the ``body`` lines."""
+    return ["```python", "from vidspec.decoding import build_decoder, read_video", "from vidspec.decoding.types import Request",
+            "", f"decoder = build_decoder({build_args})", *body, "```"]
+
+
 def _use(manifest: dict, repo: str) -> list[str]:
     """The Use section: the exact decode command and Python snippet for this kind of release."""
     if manifest.get("kind") == "sparrow-draft":
@@ -123,14 +129,9 @@ def _use(manifest: dict, repo: str) -> list[str]:
             '    --video clip.mp4 --prompt "Describe the video in detail."',
             "```",
             "",
-            "```python",
-            "from vidspec.decoding import build_decoder, read_video",
-            "from vidspec.decoding.types import Request",
-            "",
-            f'decoder = build_decoder("sparrow", target="{target}", draft="{repo}")',
-            'clip = read_video("clip.mp4")',
-            'print(decoder.generate(Request("Describe the video in detail.", clip), max_new_tokens=128).text)',
-            "```",
+            *_python_use(f'"sparrow", target="{target}", draft="{repo}"',
+                         'clip = read_video("clip.mp4")',
+                         'print(decoder.generate(Request("Describe the video in detail.", clip), max_new_tokens=128).text)'),
             "",
             f"The network alone: `SparrowDraftModel.from_pretrained(\"{repo}\")` "
             "(`vidspec.decoding.drafters.sparrow`; `transformers.AutoModel` once that module is imported). "
@@ -145,13 +146,8 @@ def _use(manifest: dict, repo: str) -> list[str]:
         f'vidspec generate --target {repo} --method ar --video clip.mp4 --prompt "Describe the video in detail."',
         "```",
         "",
-        "```python",
-        "from vidspec.decoding import build_decoder, read_video",
-        "from vidspec.decoding.types import Request",
-        "",
-        f'decoder = build_decoder("ar", target="{repo}")',
-        'print(decoder.generate(Request("Describe the video in detail.", read_video("clip.mp4"))).text)',
-        "```",
+        *_python_use(f'"ar", target="{repo}"',
+                     'print(decoder.generate(Request("Describe the video in detail.", read_video("clip.mp4"))).text)'),
         "",
         f"`vidspec.decoding.models.load_target(\"{repo}\")` returns the model alone; the frame budget and adapter "
         "options are in `vidspec.json`. As a target, pair it with a Sparrow draft (`--method sparrow --sparrow "
