@@ -56,7 +56,9 @@ def test_a_run_killed_at_a_random_step_resumes_bit_exact(tmp_path, tiny_dataset)
     deadline = time.monotonic() + 300
     while proc.poll() is None and time.monotonic() < deadline:
         done = _losses(run) if (run / "metrics.jsonl").exists() else {}
-        if done and max(done) >= kill_after:
+        # a kill before the first checkpoint (step 2) is fully written leaves nothing to resume and the rerun starts
+        # over: kill only once a later step is logged (the checkpoint is saved before the next step runs)
+        if done and max(done) >= max(kill_after, 3):
             break
         time.sleep(0.005)
     if proc.poll() is not None:
